@@ -1,0 +1,110 @@
+// The Python frontend as the engine sees it: build the semantic model once,
+// then run every enabled check against it.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+std::vector<RegisteredCheck>& checks_storage() {
+  static std::vector<RegisteredCheck> c;
+  return c;
+}
+
+std::string enclosing_context(const Model& model, uint32_t byte) {
+  int fn = model.function_at(byte);
+  return fn < 0 ? std::string("<module>") : model.functions()[fn].qualified_name;
+}
+
+class PythonFrontend final : public LanguageFrontend {
+ public:
+  std::string_view language() const override { return "python"; }
+  bool handles(std::string_view path) const override {
+    return path.size() > 3 && (path.substr(path.size() - 3) == ".py" ||
+                               (path.size() > 4 && path.substr(path.size() - 4) == ".pyi"));
+  }
+  void analyze(const SourceFile& file, const Config& config, FileResult& out) const override {
+    Model model(file.text, config);
+    if (model.has_syntax_errors()) {
+      out.notes.push_back(fmt::format("syntax error near line {}; analyzed as far as the parser recovered",
+                                      model.first_error_line()));
+    }
+    // Every class and its bases: the project index resolves module-ness across files.
+    for (const auto& c : model.classes()) {
+      out.facts.push_back({"class", c.name, file.path, ts_node_start_point(c.node).row + 1, c.bases});
+    }
+    const Catalogue& catalogue = Catalogue::builtin();
+    std::vector<std::pair<const RuleInfo*, const Check*>> enabled;
+    for (const auto& rc : registered_checks()) {
+      const RuleInfo* rule = catalogue.find(rc.rule_id);
+      if (rule && config.rule_enabled(*rule)) enabled.emplace_back(rule, rc.check.get());
+    }
+    for (auto [rule, check] : enabled) {
+      CheckContext ctx(model, *rule, file, out);
+      check->collect(ctx);
+    }
+    for (auto [rule, check] : enabled) {
+      CheckContext ctx(model, *rule, file, out);
+      check->check(ctx);
+    }
+  }
+};
+
+[[maybe_unused]] const bool frontend_registered = [] {
+  register_frontend(std::make_unique<PythonFrontend>());
+  return true;
+}();
+
+}  // namespace
+
+const std::vector<RegisteredCheck>& registered_checks() { return checks_storage(); }
+
+bool register_check(std::string rule_id, std::unique_ptr<Check> check) {
+  auto& c = checks_storage();
+  c.push_back({std::move(rule_id), std::move(check)});
+  std::sort(c.begin(), c.end(), [](const RegisteredCheck& a, const RegisteredCheck& b) { return a.rule_id < b.rule_id; });
+  return true;
+}
+
+Diagnostic CheckContext::diagnostic(TSNode node, std::string message) const {
+  Diagnostic d;
+  d.rule_id = rule_.id;
+  d.path = file_.path;
+  TSPoint s = ts_node_start_point(node), e = ts_node_end_point(node);
+  d.start = {s.row + 1, s.column};
+  d.end = {e.row + 1, e.column};
+  d.start_byte = ts_node_start_byte(node);
+  d.end_byte = ts_node_end_byte(node);
+  d.message = std::move(message);
+  d.help = rule_.fix;
+  d.source_line = std::string(model_.source().line_at(d.start_byte));
+  d.context = enclosing_context(model_, d.start_byte);
+  return d;
+}
+
+void CheckContext::report(Diagnostic d) { out_.diagnostics.push_back(std::move(d)); }
+
+void CheckContext::defer(Diagnostic d, std::function<bool(const ProjectIndex&, Diagnostic&)> resolve) {
+  out_.deferred.push_back({std::move(d), std::move(resolve)});
+}
+
+void CheckContext::fact(std::string kind, std::string key, TSNode where, std::vector<std::string> values) {
+  out_.facts.push_back({std::move(kind), std::move(key), file_.path, ts_node_start_point(where).row + 1,
+                        std::move(values)});
+}
+
+std::vector<Edit> append_call_edits(const Model& model, TSNode expr, std::string_view suffix) {
+  Kind k = kind_of(expr);
+  bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
+                 k == Kind::ParenthesizedExpression;
+  uint32_t s = start_byte(expr), e = end_byte(expr);
+  if (primary) return {Edit{e, e, std::string(suffix)}};
+  (void)model;
+  return {Edit{s, s, "("}, Edit{e, e, ")" + std::string(suffix)}};
+}
+
+}  // namespace torchleak::python

@@ -1,0 +1,29 @@
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+namespace torchleak {
+
+struct CheckArgs {
+  std::vector<std::string> paths;
+  std::vector<std::string> select, ignore, exclude;
+  std::string format = "text";
+  std::string output;
+  std::string color = "auto";
+  std::string config;
+  std::string target_torch_version;
+  bool exit_zero = false;
+  bool statistics = false;
+  bool quiet = false;
+  bool no_gitignore = false;
+  unsigned jobs = 0;
+};
+
+void add_check_options(CLI::App& cmd, CheckArgs& args);
+int run_check(const CheckArgs& args);
+int run_rule(const std::string& name, bool all, const std::string& output_dir);
+
+}  // namespace torchleak

@@ -1,0 +1,45 @@
+// Settings that shape one run: which rules, which files, and the knobs rules
+// read. Loaded from pyproject.toml ([tool.torchleak]), torchleak.toml or
+// .torchleak.toml, and overridden by the command line.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/catalogue.h"
+
+namespace torchleak {
+
+struct PerFileIgnore {
+  std::string pattern;             // a glob matched against the path relative to the config
+  std::vector<std::string> rules;  // codes or names
+};
+
+struct Config {
+  std::string source;  // the file this came from, empty for defaults
+  std::string root;    // the directory of `source`; per-file-ignores are relative to it
+  std::vector<std::string> select;  // codes or names; empty means every rule
+  std::vector<std::string> ignore;
+  std::vector<std::string> exclude;  // globs
+  std::vector<PerFileIgnore> per_file_ignores;
+  // The PyTorch version the code runs on, "major.minor"; empty means current.
+  std::string target_torch_version;
+  uint64_t oversized_layer_bytes = uint64_t{1} << 30;  // TL011 threshold
+  std::vector<std::string> extra_models;        // names of in-house model classes or factories
+  std::vector<std::string> extra_losses;        // names of in-house loss functions
+  std::vector<std::string> extra_optimizers;    // names of in-house optimizers
+  std::vector<std::string> extra_data_parallel; // names of in-house DataParallel wrappers
+
+  bool rule_enabled(const RuleInfo& rule) const;
+  bool rule_ignored_for(const RuleInfo& rule, std::string_view path) const;
+  // target-torch-version as (major, minor); the newest known release when unset.
+  std::pair<int, int> torch_version() const;
+};
+
+// Whether `rule` is named by an entry of `list` (by code, by name, or by a
+// code prefix such as "TL0" and "ALL").
+bool rule_listed(const RuleInfo& rule, const std::vector<std::string>& list);
+
+}  // namespace torchleak

@@ -1,0 +1,182 @@
+#include "core/discovery.h"
+
+#include <fnmatch.h>
+#include <git2.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+
+namespace fs = std::filesystem;
+
+namespace torchleak {
+
+namespace {
+
+constexpr std::array<const char*, 16> kSkippedNames = {
+    "__pycache__", "node_modules", "site-packages", "venv", "env", "virtualenv", "build",
+    "dist", "_build", "buck-out", "__pypackages__", "htmlcov", "target", "CMakeFiles", "wheelhouse", "eggs"};
+
+bool excluded(const std::vector<std::string>& globs, const fs::path& path) {
+  if (globs.empty()) return false;
+  std::string whole = path.generic_string();
+  if (whole.rfind("./", 0) == 0) whole.erase(0, 2);
+  std::string name = path.filename().string();
+  for (const auto& g : globs) {
+    if (fnmatch(g.c_str(), whole.c_str(), 0) == 0 || fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
+    // "dir/" or "dir/**" style: a prefix of the path.
+    std::string prefix = g;
+    while (!prefix.empty() && (prefix.back() == '/' || prefix.back() == '*')) prefix.pop_back();
+    if (!prefix.empty() && prefix.size() < g.size() &&
+        (whole == prefix || whole.rfind(prefix + "/", 0) == 0))
+      return true;
+  }
+  return false;
+}
+
+// A virtual environment or a build tree, recognised by its marker files.
+bool is_environment_or_build(const fs::path& dir) {
+  std::error_code ec;
+  return fs::exists(dir / "pyvenv.cfg", ec) || fs::exists(dir / "CMakeCache.txt", ec) ||
+         fs::exists(dir / "conda-meta", ec);
+}
+
+// .gitignore rules through libgit2, one repository object per work tree.
+class IgnoreRules {
+ public:
+  IgnoreRules() { git_libgit2_init(); }
+  ~IgnoreRules() {
+    for (auto& [root, repo] : repos_)
+      if (repo) git_repository_free(repo);
+    git_libgit2_shutdown();
+  }
+  IgnoreRules(const IgnoreRules&) = delete;
+  IgnoreRules& operator=(const IgnoreRules&) = delete;
+
+  bool ignored(const fs::path& path, bool is_dir) {
+    std::error_code ec;
+    fs::path abs = fs::absolute(path, ec).lexically_normal();
+    if (ec) return false;
+    git_repository* repo = repository_for(is_dir ? abs : abs.parent_path());
+    if (!repo) return false;
+    const char* wd = git_repository_workdir(repo);
+    if (!wd) return false;
+    fs::path rel = abs.lexically_relative(fs::path(wd));
+    std::string r = rel.generic_string();
+    if (r.empty() || r == "." || r.rfind("..", 0) == 0) return false;
+    if (is_dir) r += "/";
+    int result = 0;
+    if (git_ignore_path_is_ignored(&result, repo, r.c_str()) != 0) return false;
+    return result == 1;
+  }
+
+ private:
+  git_repository* repository_for(const fs::path& dir) {
+    auto it = repos_by_dir_.find(dir.string());
+    if (it != repos_by_dir_.end()) return it->second;
+    git_repository* repo = nullptr;
+    if (git_repository_open_ext(&repo, dir.c_str(), 0, nullptr) != 0) repo = nullptr;
+    // Share one object per work tree.
+    if (repo) {
+      const char* wd = git_repository_workdir(repo);
+      std::string key = wd ? std::string("repo:") + wd : dir.string();
+      auto existing = repos_.find(key);
+      if (existing != repos_.end()) {
+        git_repository_free(repo);
+        repo = existing->second;
+      } else {
+        repos_[key] = repo;
+      }
+    }
+    repos_by_dir_[dir.string()] = repo;
+    return repo;
+  }
+  std::map<std::string, git_repository*> repos_;         // owned, one per work tree
+  std::map<std::string, git_repository*> repos_by_dir_;  // lookup cache, not owned
+};
+
+}  // namespace
+
+bool is_skipped_directory_name(const std::string& name) {
+  if (name.size() > 1 && name[0] == '.') return true;  // hidden: .git, .venv, .tox, ...
+  if (name.size() > 9 && name.substr(name.size() - 9) == ".egg-info") return true;
+  return std::find_if(kSkippedNames.begin(), kSkippedNames.end(),
+                      [&](const char* s) { return name == s; }) != kSkippedNames.end();
+}
+
+DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryOptions& options,
+                         bool (*handles)(const std::string& path)) {
+  DiscoveredFiles out;
+  IgnoreRules ignore;
+  std::set<std::string> seen;
+  std::set<std::pair<dev_t, ino_t>> visited_dirs;  // guards against symlink loops
+  auto add = [&](const std::string& p) {
+    if (seen.insert(p).second) out.files.push_back(p);
+  };
+  for (const auto& given : paths) {
+    std::error_code ec;
+    fs::path root(given);
+    fs::file_status st = fs::status(root, ec);
+    if (ec || !fs::exists(st)) {
+      out.errors.emplace_back(given, "no such file or directory");
+      continue;
+    }
+    if (!fs::is_directory(st)) {
+      if (!fs::is_regular_file(st)) {
+        out.errors.emplace_back(given, "not a regular file");
+        continue;
+      }
+      if (!handles(given)) {
+        out.errors.emplace_back(given, "not a Python or C++ source file");
+        continue;
+      }
+      add(root.lexically_normal().generic_string());
+      continue;
+    }
+    std::vector<fs::path> stack{root};
+    while (!stack.empty()) {
+      fs::path dir = stack.back();
+      stack.pop_back();
+      struct stat sb {};
+      if (::stat(dir.c_str(), &sb) == 0 && !visited_dirs.insert({sb.st_dev, sb.st_ino}).second) continue;
+      std::vector<fs::directory_entry> entries;
+      fs::directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+      if (ec) {
+        out.errors.emplace_back(dir.generic_string(), "cannot read directory: " + ec.message());
+        continue;
+      }
+      for (; it != fs::directory_iterator(); it.increment(ec)) {
+        if (ec) break;
+        entries.push_back(*it);
+      }
+      std::sort(entries.begin(), entries.end(),
+                [](const auto& a, const auto& b) { return a.path() > b.path(); });
+      for (const auto& e : entries) {
+        fs::path p = e.path();
+        if (p.generic_string().rfind("./", 0) == 0) p = p.lexically_relative(".");
+        std::string name = p.filename().string();
+        std::error_code sec;
+        bool is_dir = e.is_directory(sec);
+        if (is_dir) {
+          if (is_skipped_directory_name(name) || excluded(options.exclude, p) || is_environment_or_build(p))
+            continue;
+          if (options.respect_gitignore && ignore.ignored(p, true)) continue;
+          stack.push_back(p);
+          continue;
+        }
+        if (!e.is_regular_file(sec) || !handles(p.generic_string())) continue;
+        if (excluded(options.exclude, p)) continue;
+        if (options.respect_gitignore && ignore.ignored(p, false)) continue;
+        add(p.generic_string());
+      }
+    }
+  }
+  std::sort(out.files.begin(), out.files.end());
+  return out;
+}
+
+}  // namespace torchleak

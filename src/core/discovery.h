@@ -1,0 +1,29 @@
+// Turning the paths a user gives into the files to analyze: directories are
+// walked, .gitignore rules and --exclude globs respected, hidden directories,
+// virtual environments and build trees skipped.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace torchleak {
+
+struct DiscoveryOptions {
+  std::vector<std::string> exclude;  // globs, matched against each path component and the whole path
+  bool respect_gitignore = true;
+};
+
+struct DiscoveredFiles {
+  std::vector<std::string> files;  // sorted, deduplicated, as they will be reported
+  std::vector<std::pair<std::string, std::string>> errors;  // (path, reason)
+};
+
+// `handles` decides which files of a walked directory are analyzed; a file
+// named explicitly is analyzed whatever its extension if some frontend takes it.
+DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryOptions& options,
+                         bool (*handles)(const std::string& path));
+
+// Whether a directory name is one torchleak never descends into.
+bool is_skipped_directory_name(const std::string& name);
+
+}  // namespace torchleak

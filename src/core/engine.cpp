@@ -1,0 +1,218 @@
+#include "core/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/discovery.h"
+#include "core/project_index.h"
+
+namespace torchleak {
+
+namespace {
+
+bool any_frontend_handles(const std::string& path) { return frontend_for(path) != nullptr; }
+
+// The offset of the first byte that is not valid UTF-8, or npos.
+size_t invalid_utf8_offset(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return i;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return i;
+    uint32_t cp = len == 2 ? (c & 0x1F) : len == 3 ? (c & 0x0F) : (c & 0x07);
+    for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
+    if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+struct Slot {
+  FileResult result;
+  size_t lines = 0;
+};
+
+void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
+  slot.result.path = file.path;
+  const LanguageFrontend* frontend = frontend_for(file.path);
+  if (!frontend) {
+    slot.result.error = "no analyzer for this kind of file";
+    return;
+  }
+  if (std::string why = unreadable_reason(file.text); !why.empty()) {
+    slot.result.error = why;
+    return;
+  }
+  // A UTF-8 byte order mark is not part of the program: analyze what follows
+  // it and shift byte offsets back so fixes land in the right place.
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  bool bom = std::string_view(file.text).substr(0, 3) == kBom;
+  SourceFile stripped;
+  const SourceFile* input = &file;
+  if (bom) {
+    stripped.path = file.path;
+    stripped.text = file.text.substr(3);
+    input = &stripped;
+  }
+  slot.lines = static_cast<size_t>(std::count(input->text.begin(), input->text.end(), '\n')) +
+               (input->text.empty() || input->text.back() == '\n' ? 0 : 1);
+  try {
+    frontend->analyze(*input, config, slot.result);
+  } catch (const std::exception& e) {
+    slot.result.diagnostics.clear();
+    slot.result.deferred.clear();
+    slot.result.error = std::string("internal error while analyzing: ") + e.what();
+    return;
+  }
+  if (bom) {
+    auto shift = [](Diagnostic& d) {
+      d.start_byte += 3;
+      d.end_byte += 3;
+      if (d.fix)
+        for (auto& e : d.fix->edits) {
+          e.start_byte += 3;
+          e.end_byte += 3;
+        }
+    };
+    for (auto& d : slot.result.diagnostics) shift(d);
+    for (auto& d : slot.result.deferred) shift(d.diagnostic);
+  }
+}
+
+// Runs `work(i)` for i in [0, n) on `jobs` threads.
+void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
+                  const std::atomic<bool>* cancel) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      if (cancel && cancel->load()) return;
+      work(i);
+    }
+  };
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(n)));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
+
+unsigned effective_jobs(unsigned jobs) {
+  if (jobs) return jobs;
+  unsigned hw = std::thread::hardware_concurrency();
+  return hw ? hw : 1;
+}
+
+// Second phase: facts into the index, deferred findings resolved, filters.
+RunResult finish(std::vector<Slot>& slots, const Config& config) {
+  RunResult out;
+  ProjectIndex index;
+  for (auto& s : slots) index.add_all(std::move(s.result.facts));
+  index.finalize();
+  const Catalogue& catalogue = Catalogue::builtin();
+  for (auto& s : slots) {
+    if (s.result.error) {
+      out.errors.push_back({s.result.path, *s.result.error});
+      continue;
+    }
+    ++out.files_analyzed;
+    out.lines_analyzed += s.lines;
+    for (auto& n : s.result.notes) out.notes.push_back({s.result.path, n});
+    for (auto& d : s.result.diagnostics) out.diagnostics.push_back(std::move(d));
+    for (auto& dd : s.result.deferred) {
+      if (dd.resolve(index, dd.diagnostic)) out.diagnostics.push_back(std::move(dd.diagnostic));
+    }
+  }
+  std::erase_if(out.diagnostics, [&](const Diagnostic& d) {
+    const RuleInfo* rule = catalogue.find(d.rule_id);
+    return !rule || !config.rule_enabled(*rule) || config.rule_ignored_for(*rule, d.path);
+  });
+  std::sort(out.diagnostics.begin(), out.diagnostics.end(), diagnostic_less);
+  out.diagnostics.erase(std::unique(out.diagnostics.begin(), out.diagnostics.end(),
+                                    [](const Diagnostic& a, const Diagnostic& b) {
+                                      return a.path == b.path && a.start == b.start && a.rule_id == b.rule_id;
+                                    }),
+                        out.diagnostics.end());
+  std::sort(out.errors.begin(), out.errors.end(),
+            [](const FileError& a, const FileError& b) { return a.path < b.path; });
+  return out;
+}
+
+bool read_file(const std::string& path, std::string& text, std::string& error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = "cannot open file";
+    return false;
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) {
+    error = "read error";
+    return false;
+  }
+  text = std::move(ss).str();
+  return true;
+}
+
+}  // namespace
+
+std::string unreadable_reason(std::string_view bytes) {
+  if (bytes.find('\0') != std::string_view::npos) return "binary file (contains NUL bytes), not source text";
+  size_t bad = invalid_utf8_offset(bytes);
+  if (bad != std::string_view::npos) return fmt::format("not valid UTF-8 (invalid byte at offset {})", bad);
+  return {};
+}
+
+RunResult run(const RunOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  DiscoveryOptions dopt;
+  dopt.exclude = options.config.exclude;
+  dopt.respect_gitignore = options.respect_gitignore;
+  DiscoveredFiles found = discover(options.paths, dopt, any_frontend_handles);
+  std::vector<Slot> slots(found.files.size());
+  parallel_for(found.files.size(), effective_jobs(options.jobs), [&](size_t i) {
+    const std::string& path = found.files[i];
+    SourceFile file{path, {}};
+    if (auto ov = options.overlays.find(path); ov != options.overlays.end()) {
+      file.text = ov->second;
+    } else {
+      std::string error;
+      if (!read_file(path, file.text, error)) {
+        slots[i].result.path = path;
+        slots[i].result.error = error;
+        return;
+      }
+    }
+    analyze_one(file, options.config, slots[i]);
+  }, options.cancel);
+  RunResult out = finish(slots, options.config);
+  for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
+  std::sort(out.errors.begin(), out.errors.end(),
+            [](const FileError& a, const FileError& b) { return a.path < b.path; });
+  out.cancelled = options.cancel && options.cancel->load();
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Slot> slots(files.size());
+  parallel_for(files.size(), effective_jobs(jobs), [&](size_t i) { analyze_one(files[i], config, slots[i]); },
+               nullptr);
+  RunResult out = finish(slots, config);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace torchleak

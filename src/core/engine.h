@@ -1,0 +1,53 @@
+// One run of the analyzer over a set of paths: discovery, parallel per-file
+// analysis (first phase), the project index, deferred findings (second
+// phase), filtering, sorting. Rendering is left to the reporters.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/analysis.h"
+#include "core/config.h"
+#include "core/diagnostic.h"
+
+namespace torchleak {
+
+struct FileError {
+  std::string path;
+  std::string message;
+};
+
+struct RunOptions {
+  std::vector<std::string> paths{"."};
+  Config config;      // command-line settings (select, ignore, exclude, ...)
+  unsigned jobs = 0;  // 0: one per core
+  bool respect_gitignore = true;
+  // Buffers that take precedence over the files on disk (the editor's).
+  std::map<std::string, std::string> overlays;
+  // Set to true from a signal handler to stop promptly.
+  const std::atomic<bool>* cancel = nullptr;
+};
+
+struct RunResult {
+  std::vector<Diagnostic> diagnostics;  // sorted, deduplicated
+  std::vector<FileError> errors;        // files that could not be analyzed
+  std::vector<FileError> notes;         // analyzed with a caveat
+  size_t files_analyzed = 0;
+  size_t lines_analyzed = 0;
+  double seconds = 0;
+  bool cancelled = false;
+};
+
+RunResult run(const RunOptions& options);
+
+// Analyzes in-memory sources as one project (tests, the language server).
+RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1);
+
+// Why `bytes` cannot be analyzed as source text, or "" when it can.
+std::string unreadable_reason(std::string_view bytes);
+
+}  // namespace torchleak

@@ -1,0 +1,49 @@
+// Facts that cross files, collected in the first phase and read when the
+// deferred findings are resolved. A fact is plain data; each check decides
+// which kinds it records and reads, so adding a rule touches nothing here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace torchleak {
+
+struct Fact {
+  std::string kind;  // "class", "dataparallel-wrap", ...
+  std::string key;   // usually a simple class or function name
+  std::string file;
+  uint32_t line = 0;
+  std::vector<std::string> values;
+};
+
+class ProjectIndex {
+ public:
+  void add(Fact fact);
+  void add_all(std::vector<Fact> facts);
+
+  // Every fact of `kind` recorded under `key`, in a deterministic order.
+  std::vector<const Fact*> find(std::string_view kind, std::string_view key) const;
+
+  // Whether the class named `class_name` (simple name) derives, through the
+  // "class" facts of any analyzed file, from one of `roots` (qualified names
+  // such as "torch.nn.Module"). Bases that are not roots are followed by
+  // their last dotted component.
+  bool derives_from(std::string_view class_name, const std::vector<std::string>& roots) const;
+
+  // Simple names of every class deriving from `class_name`, itself included.
+  std::vector<std::string> subclasses_of(std::string_view class_name) const;
+
+  void finalize();  // sorts facts so lookups are deterministic
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<Fact>, std::less<>> facts_;
+};
+
+// Last component of a dotted name: "torch.nn.Module" -> "Module".
+std::string_view last_component(std::string_view dotted);
+
+}  // namespace torchleak

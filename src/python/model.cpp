@@ -1,0 +1,1035 @@
+#include "python/model.h"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <stdexcept>
+
+#include "core/project_index.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr int kMaxDepth = 48;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+template <size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+// Methods whose result carries no autograd history.
+constexpr std::array<std::string_view, 9> kDetachingMethods = {
+    "item", "tolist", "numpy", "detach", "detach_", "data_ptr", "__len__", "nelement", "element_size"};
+// Tensor methods returning integer/boolean tensors or metadata.
+constexpr std::array<std::string_view, 30> kNoGradMethods = {
+    "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "size",
+    "dim", "numel", "nonzero", "long", "int", "bool", "byte", "short", "char", "isnan",
+    "isinf", "isfinite", "all", "any", "equal", "count_nonzero", "stride", "get_device",
+    "is_contiguous", "__bool__"};
+// Builtins whose result is a plain Python value.
+constexpr std::array<std::string_view, 8> kDetachingBuiltins = {"float", "int", "bool", "len",
+                                                                "str", "repr", "isinstance", "print"};
+// torch functions creating fresh tensors without history.
+constexpr std::array<std::string_view, 24> kTorchFactories = {
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "empty", "full", "rand", "randn",
+    "randint", "randperm", "arange", "linspace", "logspace", "eye", "zeros_like", "ones_like",
+    "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "Tensor", "manual_seed"};
+// Methods that exist on nn.Module and return modules, iterators or None.
+constexpr std::array<std::string_view, 26> kModuleNonTensorMethods = {
+    "to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16", "parameters",
+    "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules",
+    "named_modules", "state_dict", "load_state_dict", "zero_grad", "apply", "register_buffer",
+    "register_parameter", "register_forward_hook", "requires_grad_", "add_module"};
+// Methods only an nn.Module has: calling one is evidence that the receiver is a model.
+constexpr std::array<std::string_view, 8> kModuleOnlyMethods = {
+    "parameters", "named_parameters", "named_modules", "modules", "children", "named_children",
+    "buffers", "named_buffers"};
+constexpr std::array<std::string_view, 10> kNonTensorAttributes = {
+    "data", "grad", "shape", "dtype", "device", "is_cuda", "requires_grad", "ndim", "grad_fn",
+    "is_leaf"};
+
+std::string binding_key(int function, std::string_view name) {
+  std::string k = std::to_string(function);
+  k += ':';
+  k += name;
+  return k;
+}
+
+uint64_t node_key(TSNode n) {
+  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
+}
+
+bool is_capitalized(std::string_view name) {
+  auto last = name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
+  return !last.empty() && std::isupper(static_cast<unsigned char>(last[0]));
+}
+
+}  // namespace
+
+Provenance join(Provenance a, Provenance b) {
+  if (a == Provenance::Attached || b == Provenance::Attached) return Provenance::Attached;
+  if (a == Provenance::Detached && b == Provenance::Detached) return Provenance::Detached;
+  return Provenance::Unknown;
+}
+
+// ---------------------------------------------------------------------------
+// Building the model: one iterative pre-order walk with a stack of scopes.
+
+struct Model::Builder {
+  Model& m;
+  enum class FrameKind { Function, Class, Loop };
+  struct Frame {
+    FrameKind kind;
+    int index;
+    uint32_t end;
+  };
+  std::vector<Frame> stack;
+
+  explicit Builder(Model& model) : m(model) {}
+
+  int current_function() const {
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it)
+      if (it->kind == FrameKind::Function) return it->index;
+    return -1;
+  }
+  int current_loop() const {
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if (it->kind == FrameKind::Loop) return it->index;
+      if (it->kind == FrameKind::Function || it->kind == FrameKind::Class) return -1;
+    }
+    return -1;
+  }
+  int current_class_scope() const {  // the class whose body we are directly in
+    for (auto it = stack.rbegin(); it != stack.rend(); ++it) {
+      if (it->kind == FrameKind::Class) return it->index;
+      if (it->kind == FrameKind::Function) return -1;
+    }
+    return -1;
+  }
+
+  void pop_until(uint32_t byte) {
+    while (!stack.empty() && stack.back().end <= byte) stack.pop_back();
+  }
+
+  void run() {
+    TSTreeCursor cursor = ts_tree_cursor_new(m.root());
+    bool done = false;
+    while (!done) {
+      TSNode node = ts_tree_cursor_current_node(&cursor);
+      if (ts_node_is_named(node)) {
+        pop_until(start_byte(node));
+        enter(node);
+      }
+      if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+      while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+        if (!ts_tree_cursor_goto_parent(&cursor)) {
+          done = true;
+          break;
+        }
+      }
+    }
+    ts_tree_cursor_delete(&cursor);
+    for (size_t i = 0; i < m.bindings_.size(); ++i)
+      m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    std::sort(m.regions_.begin(), m.regions_.end(), [](const Region& a, const Region& b) {
+      return a.start != b.start ? a.start < b.start : a.end > b.end;
+    });
+  }
+
+  void enter(TSNode node) {
+    switch (kind_of(node)) {
+      case Kind::FunctionDefinition: return on_function(node);
+      case Kind::ClassDefinition: return on_class(node);
+      case Kind::ForStatement: return on_for(node);
+      case Kind::WhileStatement: return on_loop(node, LoopKind::While, field(node, "condition"),
+                                                end_byte(field(node, "body")));
+      case Kind::ListComprehension:
+      case Kind::SetComprehension:
+      case Kind::DictionaryComprehension:
+      case Kind::GeneratorExpression: return on_loop(node, LoopKind::Comprehension, node, end_byte(node));
+      case Kind::ForInClause: return bind_targets(field(node, "left"), TSNode{}, node, BindingKind::ForTarget);
+      case Kind::WithStatement: return on_with(node);
+      case Kind::Assignment: return on_assignment(node);
+      case Kind::AugmentedAssignment: return on_augmented(node);
+      case Kind::NamedExpression:
+        return add_binding(std::string(m.text(field(node, "name"))), BindingKind::NamedExpr, node,
+                           field(node, "name"), field(node, "value"), -1);
+      case Kind::Call: return on_call(node);
+      case Kind::ImportStatement:
+      case Kind::ImportFromStatement: return on_import(node);
+      case Kind::GlobalStatement: {
+        uint32_t n = ts_node_named_child_count(node);
+        for (uint32_t i = 0; i < n; ++i) {
+          TSNode id = ts_node_named_child(node, i);
+          add_binding(std::string(m.text(id)), BindingKind::Global, node, id, TSNode{}, -1);
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  void on_function(TSNode node) {
+    Function f;
+    f.node = node;
+    f.body = field(node, "body");
+    f.name = std::string(m.text(field(node, "name")));
+    f.parent = current_function();
+    f.cls = current_class_scope();
+    if (f.cls >= 0) {
+      f.qualified_name = m.classes_[f.cls].name + "." + f.name;
+    } else if (f.parent >= 0) {
+      f.qualified_name = m.functions_[f.parent].qualified_name + "." + f.name;
+    } else {
+      f.qualified_name = f.name;
+    }
+    TSNode parent = ts_node_parent(node);
+    if (kind_of(parent) == Kind::DecoratedDefinition) {
+      uint32_t n = ts_node_named_child_count(parent);
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode d = ts_node_named_child(parent, i);
+        if (kind_of(d) != Kind::Decorator) continue;
+        TSNode e = ts_node_named_child(d, 0);
+        if (kind_of(e) == Kind::Call) e = field(e, "function");
+        f.decorators.push_back(m.qualify(e));
+      }
+    }
+    int index = static_cast<int>(m.functions_.size());
+    if (f.cls >= 0) m.classes_[f.cls].methods.push_back(index);
+    for (const auto& d : f.decorators) {
+      if (d == "torch.no_grad" || d == "torch.inference_mode")
+        m.regions_.push_back({start_byte(f.body), end_byte(f.body), GradState::Disabled});
+      else if (d == "torch.enable_grad")
+        m.regions_.push_back({start_byte(f.body), end_byte(f.body), GradState::Enabled});
+    }
+    m.functions_.push_back(std::move(f));
+    stack.push_back({FrameKind::Function, index, end_byte(node)});
+    // Parameters are bindings of the new function.
+    TSNode params = field(node, "parameters");
+    uint32_t n = ts_node_named_child_count(params);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode p = ts_node_named_child(params, i);
+      TSNode name_node = p;
+      switch (kind_of(p)) {
+        case Kind::Identifier: break;
+        case Kind::DefaultParameter:
+        case Kind::TypedDefaultParameter: name_node = field(p, "name"); break;
+        case Kind::TypedParameter: name_node = child_of_kind(p, Kind::Identifier); break;
+        default: name_node = TSNode{}; break;
+      }
+      if (is_null(name_node) || kind_of(name_node) != Kind::Identifier) continue;
+      std::string name(m.text(name_node));
+      m.functions_[index].params.push_back(name);
+      TSNode def = kind_of(p) == Kind::Identifier || kind_of(p) == Kind::TypedParameter ? TSNode{} : field(p, "value");
+      add_binding(name, BindingKind::Parameter, p, name_node, def, -1);
+    }
+  }
+
+  void on_class(TSNode node) {
+    Class c;
+    c.node = node;
+    c.name = std::string(m.text(field(node, "name")));
+    c.function = current_function();
+    TSNode supers = field(node, "superclasses");
+    uint32_t n = is_null(supers) ? 0 : ts_node_named_child_count(supers);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode b = ts_node_named_child(supers, i);
+      if (kind_of(b) == Kind::KeywordArgument) continue;
+      std::string q = m.qualify(b);
+      if (!q.empty()) c.bases.push_back(std::move(q));
+    }
+    int index = static_cast<int>(m.classes_.size());
+    m.classes_.push_back(std::move(c));
+    stack.push_back({FrameKind::Class, index, end_byte(node)});
+  }
+
+  void on_for(TSNode node) {
+    TSNode left = field(node, "left");
+    TSNode body = field(node, "body");
+    on_loop(node, LoopKind::For, left, end_byte(body));
+    bind_targets(left, TSNode{}, node, BindingKind::ForTarget);
+  }
+
+  void on_loop(TSNode node, LoopKind kind, TSNode first, uint32_t end) {
+    Loop l;
+    l.node = node;
+    l.kind = kind;
+    l.start = is_null(first) ? start_byte(node) : start_byte(first);
+    l.end = end;
+    l.function = current_function();
+    l.parent = current_loop();
+    int index = static_cast<int>(m.loops_.size());
+    m.loops_.push_back(l);
+    stack.push_back({FrameKind::Loop, index, end_byte(node)});
+  }
+
+  void on_with(TSNode node) {
+    TSNode body = field(node, "body");
+    uint32_t n = ts_node_named_child_count(node);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode clause = ts_node_named_child(node, i);
+      if (ts_node_symbol(clause) == ts_node_symbol(body)) continue;
+      uint32_t items = ts_node_named_child_count(clause);
+      for (uint32_t j = 0; j < items; ++j) {
+        TSNode item = ts_node_named_child(clause, j);
+        if (kind_of(item) != Kind::WithItem) continue;
+        TSNode value = field(item, "value");
+        if (kind_of(value) == Kind::AsPattern) {
+          TSNode alias = field(value, "alias");
+          TSNode target = ts_node_named_child_count(alias) ? ts_node_named_child(alias, 0) : alias;
+          if (kind_of(target) == Kind::Identifier)
+            add_binding(std::string(m.text(target)), BindingKind::WithTarget, node, target, TSNode{}, -1);
+          value = ts_node_named_child(value, 0);
+        }
+        grad_region_for(value, body);
+      }
+    }
+  }
+
+  void grad_region_for(TSNode value, TSNode body) {
+    if (kind_of(value) != Kind::Call) return;
+    std::string callee = m.qualify(field(value, "function"));
+    Region r{start_byte(body), end_byte(body), GradState::Disabled};
+    if (callee == "torch.no_grad" || callee == "torch.autograd.no_grad") {
+    } else if (callee == "torch.inference_mode" || callee == "torch.autograd.grad_mode.inference_mode") {
+      TSNode args = field(value, "arguments");
+      TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
+      if (!is_null(mode) && kind_of(mode) == Kind::KeywordArgument) mode = field(mode, "value");
+      if (!is_null(mode)) r.state = kind_of(mode) == Kind::False ? GradState::Enabled
+                                    : kind_of(mode) == Kind::True ? GradState::Disabled
+                                                                  : GradState::Maybe;
+    } else if (callee == "torch.enable_grad") {
+      r.state = GradState::Enabled;
+    } else if (callee == "torch.set_grad_enabled" || callee == "torch.autograd.set_grad_enabled") {
+      TSNode args = field(value, "arguments");
+      TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
+      if (!is_null(mode) && kind_of(mode) == Kind::KeywordArgument) mode = field(mode, "value");
+      r.state = kind_of(mode) == Kind::False ? GradState::Disabled
+                : kind_of(mode) == Kind::True ? GradState::Enabled
+                                              : GradState::Maybe;
+    } else {
+      return;
+    }
+    m.regions_.push_back(r);
+  }
+
+  void on_assignment(TSNode node) {
+    TSNode left = field(node, "left");
+    TSNode right = field(node, "right");
+    // In a chain a = b = value, the value is the innermost right side.
+    while (kind_of(right) == Kind::Assignment) right = field(right, "right");
+    bind_targets(left, right, node, BindingKind::Assign);
+  }
+
+  void on_augmented(TSNode node) {
+    TSNode left = field(node, "left");
+    TSNode op = field(node, "operator");
+    std::string name = target_name(left);
+    if (name.empty()) return;
+    BindingKind kind = kind_of(left) == Kind::Subscript ? BindingKind::SubscriptStore : BindingKind::AugAssign;
+    add_binding(name, kind, node, left, field(node, "right"), -1);
+    m.bindings_.back().op = std::string(m.text(op));
+  }
+
+  // The name a target binds: "x", "self.cache", or for a subscript the container.
+  std::string target_name(TSNode t) const {
+    t = unparenthesize(t);
+    switch (kind_of(t)) {
+      case Kind::Identifier:
+      case Kind::Attribute: return m.qualify(t);
+      case Kind::Subscript: return m.qualify(field(t, "value"));
+      default: return {};
+    }
+  }
+
+  void bind_targets(TSNode left, TSNode value, TSNode statement, BindingKind kind) {
+    left = unparenthesize(left);
+    switch (kind_of(left)) {
+      case Kind::PatternList:
+      case Kind::TuplePattern:
+      case Kind::ListPattern:
+      case Kind::Tuple:
+      case Kind::List:
+      case Kind::ExpressionList: {
+        uint32_t n = ts_node_named_child_count(left);
+        for (uint32_t i = 0; i < n; ++i) {
+          TSNode t = unparenthesize(ts_node_named_child(left, i));
+          std::string name = target_name(t);
+          if (name.empty()) continue;
+          BindingKind k = kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind;
+          add_binding(name, k, statement, t, value, static_cast<int>(i));
+        }
+        return;
+      }
+      default: {
+        std::string name = target_name(left);
+        if (name.empty()) return;
+        BindingKind k = kind_of(left) == Kind::Subscript ? BindingKind::SubscriptStore : kind;
+        add_binding(name, k, statement, left, value, -1);
+      }
+    }
+  }
+
+  void add_binding(std::string name, BindingKind kind, TSNode statement, TSNode target, TSNode value,
+                   int element) {
+    if (name.empty()) return;
+    Binding b;
+    b.name = std::move(name);
+    b.kind = kind;
+    b.statement = statement;
+    b.target = target;
+    b.value = value;
+    b.element = element;
+    b.function = current_function();
+    b.loop = current_loop();
+    b.start = start_byte(statement);
+    b.end = end_byte(statement);
+    if (kind == BindingKind::ForTarget) {
+      // The target of a for loop is bound at the start of each iteration.
+      b.start = start_byte(target);
+      b.end = end_byte(target);
+    }
+    m.bindings_.push_back(std::move(b));
+  }
+
+  void on_call(TSNode node) {
+    Call c;
+    c.node = node;
+    c.func = field(node, "function");
+    c.args = field(node, "arguments");
+    c.callee = m.qualify(c.func);
+    if (kind_of(c.func) == Kind::Attribute) {
+      c.method = std::string(m.text(field(c.func, "attribute")));
+      c.receiver = field(c.func, "object");
+    }
+    c.function = current_function();
+    c.loop = current_loop();
+    if (c.method == "backward" || c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.grad") {
+      TSNode subject = c.method == "backward" && c.callee != "torch.autograd.backward" ? c.receiver : TSNode{};
+      if (is_null(subject) && ts_node_named_child_count(c.args))
+        subject = ts_node_named_child(c.args, 0);
+      if (!is_null(subject)) mark_backward_subject(subject, c.function);
+    }
+    if (!c.method.empty() && one_of(c.method, kModuleOnlyMethods)) {
+      std::string recv = m.qualify(c.receiver);
+      if (!recv.empty()) m.module_evidence_.insert(recv);
+    }
+    m.calls_.push_back(std::move(c));
+  }
+
+  // Every name mentioned in the subject of a backward call counts: in
+  // `(total / steps).backward()` the accumulator `total` is the subject.
+  void mark_backward_subject(TSNode subject, int function) {
+    std::vector<TSNode> work{subject};
+    while (!work.empty()) {
+      TSNode n = work.back();
+      work.pop_back();
+      Kind k = kind_of(n);
+      if (k == Kind::Identifier || k == Kind::Attribute) {
+        std::string q = m.qualify(n);
+        if (!q.empty()) m.backward_subjects_.insert(binding_key(function, q));
+        if (k == Kind::Identifier) continue;
+      }
+      uint32_t count = ts_node_named_child_count(n);
+      for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+    }
+  }
+
+  void on_import(TSNode node) {
+    bool from = kind_of(node) == Kind::ImportFromStatement;
+    std::string module;
+    if (from) {
+      TSNode mod = field(node, "module_name");
+      module = std::string(m.text(mod));
+      while (!module.empty() && module.front() == '.') module.erase(0, 1);
+    }
+    uint32_t n = ts_node_named_child_count(node);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode child = ts_node_named_child(node, i);
+      if (from && start_byte(child) == start_byte(field(node, "module_name"))) continue;
+      std::string name, local;
+      if (kind_of(child) == Kind::AliasedImport) {
+        name = std::string(m.text(field(child, "name")));
+        local = std::string(m.text(field(child, "alias")));
+      } else if (kind_of(child) == Kind::DottedName) {
+        name = std::string(m.text(child));
+        // `import torch.nn` binds `torch`.
+        local = from ? name : name.substr(0, name.find('.'));
+        if (!from) name = local;
+      } else {
+        continue;
+      }
+      std::string qualified = from ? (module.empty() ? name : module + "." + name) : name;
+      m.aliases_[local] = qualified;
+      add_binding(local, BindingKind::Import, node, child, TSNode{}, -1);
+    }
+  }
+};
+
+Model::Model(std::string_view text, const Config& config) : source_(text), config_(config) {
+  TSParser* parser = ts_parser_new();
+  ts_parser_set_language(parser, language());
+  tree_ = ts_parser_parse_string(parser, nullptr, text.data(), static_cast<uint32_t>(text.size()));
+  ts_parser_delete(parser);
+  if (!tree_) throw std::runtime_error("the parser gave up on this file");
+  Builder(*this).run();
+}
+
+Model::~Model() {
+  if (tree_) ts_tree_delete(tree_);
+}
+
+TSNode Model::root() const { return ts_tree_root_node(tree_); }
+
+bool Model::has_syntax_errors() const { return ts_node_has_error(root()); }
+
+uint32_t Model::first_error_line() const {
+  if (!has_syntax_errors()) return 0;
+  TSTreeCursor cursor = ts_tree_cursor_new(root());
+  uint32_t line = 0;
+  while (true) {
+    TSNode n = ts_tree_cursor_current_node(&cursor);
+    if (kind_of(n) == Kind::Error || ts_node_is_missing(n)) {
+      line = ts_node_start_point(n).row + 1;
+      break;
+    }
+    // Descend into the first child that contains an error.
+    bool moved = false;
+    if (ts_tree_cursor_goto_first_child(&cursor)) {
+      do {
+        if (ts_node_has_error(ts_tree_cursor_current_node(&cursor))) {
+          moved = true;
+          break;
+        }
+      } while (ts_tree_cursor_goto_next_sibling(&cursor));
+    }
+    if (!moved) {
+      line = ts_node_start_point(n).row + 1;
+      break;
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+  return line;
+}
+
+Position Model::position(TSNode n) const {
+  TSPoint p = ts_node_start_point(n);
+  return {p.row + 1, p.column};
+}
+
+std::string Model::resolve_alias(std::string_view local) const {
+  auto it = aliases_.find(std::string(local));
+  return it == aliases_.end() ? std::string(local) : it->second;
+}
+
+std::string Model::qualify(TSNode n) const {
+  n = unparenthesize(n);
+  // Walk down the object chain iteratively: a.b.c.d
+  std::vector<std::string_view> parts;
+  while (kind_of(n) == Kind::Attribute) {
+    parts.push_back(text(field(n, "attribute")));
+    n = unparenthesize(field(n, "object"));
+  }
+  if (kind_of(n) != Kind::Identifier) return {};
+  std::string out = resolve_alias(text(n));
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    out += '.';
+    out += *it;
+  }
+  return out;
+}
+
+int Model::function_at(uint32_t byte) const {
+  int best = -1;
+  for (size_t i = 0; i < functions_.size(); ++i) {
+    if (start_byte(functions_[i].node) > byte) break;  // functions are in source order
+    if (contains(functions_[i].node, byte)) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+const Function* Model::find_method(int cls, std::string_view name) const {
+  if (cls < 0) return nullptr;
+  for (int m : classes_[cls].methods)
+    if (functions_[m].name == name) return &functions_[m];
+  // Bases defined in this file.
+  for (const auto& base : classes_[cls].bases) {
+    for (size_t i = 0; i < classes_.size(); ++i) {
+      if (static_cast<int>(i) != cls && classes_[i].name == base) {
+        if (const Function* f = find_method(static_cast<int>(i), name)) return f;
+      }
+    }
+  }
+  return nullptr;
+}
+
+const Function* Model::find_function(std::string_view name) const {
+  for (const auto& f : functions_)
+    if (f.parent < 0 && f.cls < 0 && f.name == name) return &f;
+  return nullptr;
+}
+
+const Class* Model::find_class(std::string_view name) const {
+  for (const auto& c : classes_)
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+bool Model::class_is_module(int cls) const {
+  std::vector<int> work{cls};
+  std::unordered_set<int> seen;
+  while (!work.empty()) {
+    int c = work.back();
+    work.pop_back();
+    if (c < 0 || !seen.insert(c).second) continue;
+    for (const auto& base : classes_[c].bases) {
+      if (base == "torch.nn.Module" || base == "torch.nn.modules.module.Module") return true;
+      for (size_t i = 0; i < classes_.size(); ++i)
+        if (classes_[i].name == base) work.push_back(static_cast<int>(i));
+    }
+  }
+  return false;
+}
+
+bool Model::function_has_decorator(int function, std::string_view qualified) const {
+  if (function < 0) return false;
+  const auto& d = functions_[function].decorators;
+  return std::find(d.begin(), d.end(), qualified) != d.end();
+}
+
+bool Model::loop_contains(int loop, uint32_t byte) const {
+  return loop >= 0 && loops_[loop].start <= byte && byte < loops_[loop].end;
+}
+
+int Model::innermost_loop(uint32_t byte, int function) const {
+  int best = -1;
+  for (size_t i = 0; i < loops_.size(); ++i) {
+    if (start_byte(loops_[i].node) > byte) break;
+    if (loops_[i].function == function && loop_contains(static_cast<int>(i), byte)) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+std::vector<int> Model::enclosing_loops(uint32_t byte, int function) const {
+  std::vector<int> out;
+  for (int l = innermost_loop(byte, function); l >= 0; l = loops_[l].parent) {
+    if (loop_contains(l, byte)) out.push_back(l);
+  }
+  return out;
+}
+
+GradState Model::grad_state(uint32_t byte) const {
+  // Regions are sorted by start; the last containing one is the innermost.
+  GradState state = GradState::Enabled;
+  for (const auto& r : regions_) {
+    if (r.start > byte) break;
+    if (byte < r.end) state = r.state;
+  }
+  return state;
+}
+
+std::vector<const Binding*> Model::bindings_of(std::string_view name, int function) const {
+  std::vector<const Binding*> out;
+  auto it = bindings_by_name_.find(std::string(name));
+  if (it == bindings_by_name_.end()) return out;
+  for (int i : it->second)
+    if (bindings_[i].function == function) out.push_back(&bindings_[i]);
+  return out;
+}
+
+const Binding* Model::attribute_binding(std::string_view name, int function) const {
+  // self.x is shared by every method of the class: prefer __init__.
+  int cls = class_of_function(function);
+  if (cls < 0) return nullptr;
+  auto it = bindings_by_name_.find(std::string(name));
+  if (it == bindings_by_name_.end()) return nullptr;
+  const Binding* best = nullptr;
+  for (int i : it->second) {
+    const Binding& b = bindings_[i];
+    if (b.kind != BindingKind::Assign || b.function < 0 || functions_[b.function].cls != cls) continue;
+    if (!best || functions_[b.function].name == "__init__") best = &b;
+  }
+  return best;
+}
+
+const Binding* Model::reaching(std::string_view name, uint32_t use, int function) const {
+  auto it = bindings_by_name_.find(std::string(name));
+  if (it == bindings_by_name_.end()) return nullptr;
+  const Binding* best = nullptr;
+  const Binding* module_level = nullptr;
+  bool global = false;
+  for (int i : it->second) {
+    const Binding& b = bindings_[i];
+    if (b.kind == BindingKind::SubscriptStore) continue;
+    if (b.function == function) {
+      if (b.kind == BindingKind::Global) {
+        global = true;
+        continue;
+      }
+      if (b.end <= use && (!best || b.end >= best->end)) best = &b;
+    } else if (b.function == -1 && b.kind != BindingKind::Global) {
+      if (!module_level || b.start > module_level->start) module_level = &b;
+    }
+  }
+  if (best && !global) return best;
+  if (function >= 0 && module_level) return module_level;
+  return best;
+}
+
+bool Model::bound_before_loop(std::string_view name, int loop) const {
+  if (loop < 0) return false;
+  const Loop& l = loops_[loop];
+  if (name.find('.') != std::string_view::npos) return true;  // attributes outlive the loop
+  bool any = false;
+  for (const Binding* b : bindings_of(name, l.function)) {
+    if (b->kind == BindingKind::Global) return true;
+    if (b->kind == BindingKind::SubscriptStore) continue;
+    if (b->end <= l.start || b->kind == BindingKind::Parameter) return true;
+    any = true;
+  }
+  if (any) return false;
+  // Not bound in this function at all: a module-level or enclosing name.
+  return l.function >= 0 && !bindings_of(name, -1).empty();
+}
+
+bool Model::rebound_in_loop(std::string_view name, int loop, const Binding* except) const {
+  if (loop < 0) return false;
+  const Loop& l = loops_[loop];
+  for (const Binding* b : bindings_of(name, l.function)) {
+    if (b == except) continue;
+    if (b->kind != BindingKind::Assign && b->kind != BindingKind::ForTarget &&
+        b->kind != BindingKind::WithTarget && b->kind != BindingKind::NamedExpr)
+      continue;
+    if (loop_contains(loop, b->start)) return true;
+  }
+  return false;
+}
+
+bool Model::is_backward_subject(std::string_view name, int function) const {
+  return backward_subjects_.count(binding_key(function, name)) > 0;
+}
+
+// ---------------------------------------------------------------------------
+// Provenance.
+
+Provenance Model::provenance(TSNode expr) const { return provenance_at(expr, 0); }
+
+Provenance Model::provenance_at(TSNode expr, int depth) const {
+  if (is_null(expr) || depth > kMaxDepth) return Provenance::Unknown;
+  uint64_t key = node_key(expr);
+  if (auto it = provenance_cache_.find(key); it != provenance_cache_.end()) return it->second;
+  if (!in_progress_.insert(key).second) return Provenance::Unknown;  // a cycle
+  Provenance p = grad_state(start_byte(expr)) == GradState::Enabled ? provenance_uncached(expr, depth)
+                                                                    : Provenance::Detached;
+  in_progress_.erase(key);
+  provenance_cache_[key] = p;
+  return p;
+}
+
+Provenance Model::binding_provenance(const Binding& b, int depth) const {
+  if (grad_state(b.start) != GradState::Enabled) return Provenance::Detached;
+  switch (b.kind) {
+    case BindingKind::Assign:
+    case BindingKind::NamedExpr: {
+      TSNode v = unparenthesize(b.value);
+      if (b.element >= 0) {
+        Kind k = kind_of(v);
+        if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
+            static_cast<uint32_t>(b.element) < ts_node_named_child_count(v))
+          v = ts_node_named_child(v, static_cast<uint32_t>(b.element));
+      }
+      return provenance_at(v, depth + 1);
+    }
+    case BindingKind::AugAssign: {
+      const Binding* prev = reaching(b.name, b.start, b.function);
+      Provenance before = prev ? binding_provenance(*prev, depth + 1) : Provenance::Unknown;
+      return join(before, provenance_at(b.value, depth + 1));
+    }
+    case BindingKind::Parameter:
+      return is_null(b.value) ? Provenance::Unknown : provenance_at(b.value, depth + 1);
+    case BindingKind::Import: return Provenance::Detached;
+    default: return Provenance::Unknown;
+  }
+}
+
+Provenance Model::provenance_uncached(TSNode expr, int depth) const {
+  switch (kind_of(expr)) {
+    case Kind::Integer:
+    case Kind::Float:
+    case Kind::String:
+    case Kind::True:
+    case Kind::False:
+    case Kind::None:
+    case Kind::ComparisonOperator:
+    case Kind::NotOperator: return Provenance::Detached;
+    case Kind::ParenthesizedExpression:
+    case Kind::UnaryOperator:
+    case Kind::Await: {
+      uint32_t n = ts_node_named_child_count(expr);
+      return n ? provenance_at(ts_node_named_child(expr, n - 1), depth + 1) : Provenance::Unknown;
+    }
+    case Kind::BinaryOperator:
+    case Kind::BooleanOperator:
+      return join(provenance_at(field(expr, "left"), depth + 1), provenance_at(field(expr, "right"), depth + 1));
+    case Kind::ConditionalExpression: {
+      uint32_t n = ts_node_named_child_count(expr);
+      if (n < 3) return Provenance::Unknown;
+      return join(provenance_at(ts_node_named_child(expr, 0), depth + 1),
+                  provenance_at(ts_node_named_child(expr, 2), depth + 1));
+    }
+    case Kind::Tuple:
+    case Kind::List:
+    case Kind::ExpressionList: {
+      uint32_t n = ts_node_named_child_count(expr);
+      Provenance p = Provenance::Detached;
+      for (uint32_t i = 0; i < n; ++i) p = join(p, provenance_at(ts_node_named_child(expr, i), depth + 1));
+      return p;
+    }
+    case Kind::Subscript: return provenance_at(field(expr, "value"), depth + 1);
+    case Kind::Call: return call_provenance(expr, depth);
+    case Kind::Attribute: {
+      std::string_view attr = text(field(expr, "attribute"));
+      if (one_of(attr, kNonTensorAttributes)) return Provenance::Detached;
+      std::string q = qualify(expr);
+      if (starts_with(q, "self.")) {
+        const Binding* b = attribute_binding(q, function_at(start_byte(expr)));
+        return b ? binding_provenance(*b, depth + 1) : Provenance::Unknown;
+      }
+      return provenance_at(field(expr, "object"), depth + 1);
+    }
+    case Kind::Identifier: {
+      std::string_view name = text(expr);
+      int fn = function_at(start_byte(expr));
+      const Binding* b = reaching(name, start_byte(expr), fn);
+      Provenance p = b ? binding_provenance(*b, depth + 1) : Provenance::Unknown;
+      if (p == Provenance::Unknown && is_backward_subject(name, fn)) p = Provenance::Attached;
+      return p;
+    }
+    default: return Provenance::Unknown;
+  }
+}
+
+Provenance Model::call_provenance(TSNode call, int depth) const {
+  TSNode func = unparenthesize(field(call, "function"));
+  TSNode args = field(call, "arguments");
+  auto args_provenance = [&]() {
+    Provenance p = Provenance::Detached;
+    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = ts_node_named_child(args, i);
+      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      p = join(p, provenance_at(a, depth + 1));
+    }
+    return p;
+  };
+  std::string callee = qualify(func);
+  std::string_view last = last_component(callee);
+  if (kind_of(func) == Kind::Attribute) {
+    std::string_view method = text(field(func, "attribute"));
+    if (one_of(method, kDetachingMethods) || one_of(method, kNoGradMethods)) return Provenance::Detached;
+  }
+  if (!callee.empty()) {
+    if (callee.find('.') == std::string::npos && one_of(std::string_view(callee), kDetachingBuiltins))
+      return Provenance::Detached;
+    if (starts_with(callee, "numpy.") || starts_with(callee, "math.") || starts_with(callee, "random."))
+      return Provenance::Detached;
+    if (starts_with(callee, "torch.")) {
+      if (callee.rfind('.') == 5 && one_of(last, kTorchFactories)) return Provenance::Detached;
+      if (starts_with(callee, "torch.nn.functional.") || callee.rfind('.') == 5) return args_provenance();
+    }
+  }
+  if (kind_of(func) == Kind::Attribute) {
+    std::string_view method = text(field(func, "attribute"));
+    TSNode receiver = field(func, "object");
+    if (module_instance_at(receiver, depth + 1)) {
+      if (one_of(method, kModuleNonTensorMethods)) return Provenance::Unknown;
+      return Provenance::Attached;
+    }
+    // self.helper(...) defined in this class: its summary.
+    if (kind_of(receiver) == Kind::Identifier && text(receiver) == "self") {
+      int cls = class_of_function(function_at(start_byte(call)));
+      if (const Function* f = find_method(cls, method)) {
+        if (method == "forward" && class_is_module(cls)) return Provenance::Attached;
+        return function_returns(*f, depth + 1);
+      }
+    }
+    if (module_instance_at(func, depth + 1) || is_loss_function(func)) return Provenance::Attached;
+    Provenance recv = provenance_at(receiver, depth + 1);
+    if (recv == Provenance::Unknown) return Provenance::Unknown;
+    return join(recv, args_provenance());
+  }
+  if (module_instance_at(func, depth + 1) || is_loss_function(func)) return Provenance::Attached;
+  if (kind_of(func) == Kind::Identifier) {
+    if (const Function* f = find_function(text(func))) return function_returns(*f, depth + 1);
+  }
+  return Provenance::Unknown;
+}
+
+Provenance Model::function_returns(const Function& f, int depth) const {
+  // The join of every `return <expr>` directly in f (not in nested functions).
+  Provenance p = Provenance::Unknown;
+  bool any = false;
+  std::vector<TSNode> work{f.body};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+    if (k == Kind::ReturnStatement) {
+      if (ts_node_named_child_count(n) == 0) continue;
+      Provenance r = provenance_at(ts_node_named_child(n, 0), depth + 1);
+      p = any ? join(p, r) : r;
+      any = true;
+      continue;
+    }
+    uint32_t count = ts_node_named_child_count(n);
+    for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+  }
+  return any ? p : Provenance::Detached;
+}
+
+bool Model::named_like(std::string_view name, std::initializer_list<std::string_view> exact,
+                       std::initializer_list<std::string_view> suffixes) const {
+  std::string lower(name);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (auto e : exact)
+    if (lower == e) return true;
+  for (auto s : suffixes)
+    if (ends_with(lower, s)) return true;
+  return false;
+}
+
+bool Model::is_module_instance(TSNode expr) const { return module_instance_at(expr, 0); }
+
+bool Model::module_instance_at(TSNode expr, int depth) const {
+  expr = unparenthesize(expr);
+  if (is_null(expr) || depth > kMaxDepth) return false;
+  Kind k = kind_of(expr);
+  if (k == Kind::Call) {
+    TSNode func = unparenthesize(field(expr, "function"));
+    std::string callee = qualify(func);
+    if (!callee.empty()) {
+      auto& extra = config_.extra_models;
+      if (std::find(extra.begin(), extra.end(), callee) != extra.end() ||
+          std::find(extra.begin(), extra.end(), std::string(last_component(callee))) != extra.end())
+        return true;
+      if (starts_with(callee, "torch.nn.") && !starts_with(callee, "torch.nn.functional.") &&
+          is_capitalized(callee) && !ends_with(callee, "Loss") && !starts_with(callee, "torch.nn.utils."))
+        return true;
+      if (starts_with(callee, "torchvision.models.")) return true;
+      if (const Class* c = find_class(callee)) return class_is_module(static_cast<int>(c - classes_.data()));
+      if (is_capitalized(callee) && module_evidence_.count(callee)) return true;
+    }
+    if (kind_of(func) == Kind::Attribute) {
+      std::string_view method = text(field(func, "attribute"));
+      if (one_of(method, kModuleNonTensorMethods)) return module_instance_at(field(func, "object"), depth + 1);
+    }
+    return false;
+  }
+  if (k != Kind::Identifier && k != Kind::Attribute) return false;
+  std::string name = qualify(expr);
+  if (name.empty()) return false;
+  if (module_evidence_.count(name)) return true;
+  std::string_view leaf = last_component(name);
+  if (named_like(leaf, {"model", "net", "network", "encoder", "decoder", "generator", "discriminator",
+                        "backbone", "classifier", "rnn", "lstm", "gru", "transformer", "critic", "actor"},
+                 {"_model", "_net", "_encoder", "_decoder"}) ||
+      (leaf.size() > 5 && starts_with(leaf, "model")))
+    return true;
+  int fn = function_at(start_byte(expr));
+  const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
+  if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::Parameter) || is_null(b->value) ||
+      b->element >= 0)
+    return false;
+  TSNode v = unparenthesize(b->value);
+  if (kind_of(v) == Kind::Call) {
+    std::string callee = qualify(field(v, "function"));
+    auto& extra = config_.extra_data_parallel;
+    bool wrapper = callee == "torch.nn.DataParallel" || callee == "torch.nn.parallel.DistributedDataParallel" ||
+                   callee == "torch.nn.parallel.DataParallel" ||
+                   std::find(extra.begin(), extra.end(), callee) != extra.end();
+    if (wrapper) return true;
+  }
+  return module_instance_at(v, depth + 1);
+}
+
+bool Model::is_loss_function(TSNode expr) const {
+  expr = unparenthesize(expr);
+  Kind k = kind_of(expr);
+  if (k != Kind::Identifier && k != Kind::Attribute) return false;
+  std::string name = qualify(expr);
+  if (name.empty()) return false;
+  auto& extra = config_.extra_losses;
+  if (std::find(extra.begin(), extra.end(), name) != extra.end()) return true;
+  std::string_view leaf = last_component(name);
+  if (named_like(leaf, {"criterion", "loss_fn", "loss_func", "loss_function", "lossfn", "loss_fct"},
+                 {"_criterion", "_loss_fn", "_loss_func"}) ||
+      starts_with(leaf, "criterion"))
+    return true;
+  int fn = function_at(start_byte(expr));
+  const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
+  if (!b || b->kind != BindingKind::Assign || is_null(b->value)) return false;
+  TSNode v = unparenthesize(b->value);
+  if (kind_of(v) != Kind::Call) return false;
+  std::string callee = qualify(field(v, "function"));
+  return starts_with(callee, "torch.nn.") && ends_with(callee, "Loss");
+}
+
+bool Model::is_optimizer(TSNode expr) const {
+  expr = unparenthesize(expr);
+  Kind k = kind_of(expr);
+  if (k != Kind::Identifier && k != Kind::Attribute) return false;
+  std::string name = qualify(expr);
+  if (name.empty()) return false;
+  auto& extra = config_.extra_optimizers;
+  if (std::find(extra.begin(), extra.end(), name) != extra.end()) return true;
+  int fn = function_at(start_byte(expr));
+  const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
+  if (b && b->kind == BindingKind::Assign && !is_null(b->value) && kind_of(unparenthesize(b->value)) == Kind::Call) {
+    std::string callee = qualify(field(unparenthesize(b->value), "function"));
+    if (starts_with(callee, "torch.optim.") && !starts_with(callee, "torch.optim.lr_scheduler")) return true;
+    if (std::find(extra.begin(), extra.end(), callee) != extra.end()) return true;
+    return false;
+  }
+  std::string_view leaf = last_component(name);
+  return named_like(leaf, {"optimizer", "optim", "opt"}, {"_optimizer", "_optim", "_opt"});
+}
+
+TSNode Model::keyword_argument(const Call& call, std::string_view name) const {
+  uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+  for (uint32_t i = 0; i < n; ++i) {
+    TSNode a = ts_node_named_child(call.args, i);
+    if (kind_of(a) == Kind::KeywordArgument && text(field(a, "name")) == name) return field(a, "value");
+  }
+  return TSNode{};
+}
+
+TSNode Model::positional_argument(const Call& call, uint32_t index) const {
+  uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    TSNode a = ts_node_named_child(call.args, i);
+    Kind k = kind_of(a);
+    if (k == Kind::KeywordArgument || k == Kind::DictionarySplat || k == Kind::Comment) continue;
+    if (k == Kind::ListSplat) return TSNode{};  // positions after *args are unknown
+    if (pos++ == index) return a;
+  }
+  return TSNode{};
+}
+
+uint32_t Model::positional_count(const Call& call) const {
+  uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+  uint32_t pos = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    Kind k = kind_of(ts_node_named_child(call.args, i));
+    if (k != Kind::KeywordArgument && k != Kind::DictionarySplat && k != Kind::Comment) ++pos;
+  }
+  return pos;
+}
+
+}  // namespace torchleak::python

@@ -1,0 +1,218 @@
+// The Python semantic model: built once per file from the tree-sitter tree in
+// a single iterative walk, then queried by every check. It knows imports,
+// functions, classes, loops, grad-disabled regions, bindings and calls, and
+// answers which values carry autograd history. It knows nothing of rules.
+#pragma once
+
+#include <tree_sitter/api.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/config.h"
+#include "core/diagnostic.h"
+#include "python/syntax.h"
+
+namespace torchleak::python {
+
+// Whether a value carries autograd history. Unknown never produces a finding.
+enum class Provenance : uint8_t { Unknown, Detached, Attached };
+Provenance join(Provenance a, Provenance b);
+
+enum class GradState : uint8_t {
+  Enabled,   // autograd records operations
+  Disabled,  // no_grad, inference_mode, set_grad_enabled(False), a decorator
+  Maybe,     // set_grad_enabled(<expression>): depends on a runtime value
+};
+
+struct Function {
+  TSNode node{};  // function_definition
+  TSNode body{};
+  std::string name;
+  std::string qualified_name;  // "Trainer.fit", "train", "train.<locals>.step"
+  int cls = -1;                // the class whose body defines it directly
+  int parent = -1;             // the enclosing function
+  std::vector<std::string> params;
+  std::vector<std::string> decorators;  // qualified: "torch.no_grad"
+};
+
+struct Class {
+  TSNode node{};
+  std::string name;
+  std::vector<std::string> bases;  // qualified where an import resolves them
+  int function = -1;               // enclosing function, -1 at module level
+  std::vector<int> methods;
+};
+
+enum class LoopKind : uint8_t { For, While, Comprehension };
+
+struct Loop {
+  TSNode node{};
+  // Bytes executed once per iteration: the target and body of a for loop, the
+  // condition and body of a while loop, a whole comprehension.
+  uint32_t start = 0;
+  uint32_t end = 0;
+  LoopKind kind = LoopKind::For;
+  int function = -1;
+  int parent = -1;  // the enclosing loop in the same function
+};
+
+enum class BindingKind : uint8_t {
+  Assign,          // x = value (also each name of a tuple target)
+  AugAssign,       // x += value
+  SubscriptStore,  // container[k] = value; `name` is the container
+  ForTarget,       // for x in ...
+  WithTarget,      // with ... as x
+  NamedExpr,       // (x := value)
+  Parameter,
+  Import,
+  Global,          // global x / nonlocal x: the name lives outside the function
+};
+
+struct Binding {
+  std::string name;  // "x", "self.cache"
+  BindingKind kind = BindingKind::Assign;
+  TSNode statement{};  // the assignment, augmented assignment, for statement, ...
+  TSNode target{};     // the target expression
+  TSNode value{};      // the right-hand side, when there is one
+  int element = -1;    // position in a tuple target, -1 for a plain target
+  std::string op;      // operator of an augmented assignment: "+="
+  int function = -1;
+  int loop = -1;       // innermost loop in the same function
+  uint32_t start = 0;  // statement range
+  uint32_t end = 0;
+};
+
+struct Call {
+  TSNode node{};
+  TSNode func{};
+  TSNode args{};
+  std::string callee;  // qualified dotted name: "torch.nn.DataParallel", "self.encoder"
+  std::string method;  // last component when func is an attribute: "append"
+  TSNode receiver{};   // the object of an attribute callee
+  int function = -1;
+  int loop = -1;
+};
+
+struct Region {
+  uint32_t start = 0;
+  uint32_t end = 0;
+  GradState state = GradState::Disabled;
+};
+
+class Model {
+ public:
+  // Parses `text` and builds the model. The tree lives as long as the model.
+  Model(std::string_view text, const Config& config);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  TSNode root() const;
+  const SourceText& source() const { return source_; }
+  const Config& config() const { return config_; }
+  bool has_syntax_errors() const;
+  // Position (1-based line) of the first syntax error, 0 when none.
+  uint32_t first_error_line() const;
+
+  const std::vector<Function>& functions() const { return functions_; }
+  const std::vector<Class>& classes() const { return classes_; }
+  const std::vector<Loop>& loops() const { return loops_; }
+  const std::vector<Binding>& bindings() const { return bindings_; }
+  const std::vector<Call>& calls() const { return calls_; }
+
+  // --- names ---
+  std::string_view text(TSNode n) const { return source_.of(n); }
+  Position position(TSNode n) const;
+  // The qualified dotted name of a name or attribute chain, with import
+  // aliases resolved ("T.nn.Linear" -> "torch.nn.Linear"); "" for anything else.
+  std::string qualify(TSNode n) const;
+  // The qualified name an import binds `local` to, or `local` itself.
+  std::string resolve_alias(std::string_view local) const;
+
+  // --- scopes ---
+  int function_at(uint32_t byte) const;  // innermost function, -1 at module level
+  int class_of_function(int function) const { return function < 0 ? -1 : functions_[function].cls; }
+  const Function* find_method(int cls, std::string_view name) const;
+  const Function* find_function(std::string_view name) const;  // module level def
+  const Class* find_class(std::string_view name) const;
+  // Whether the class derives from torch.nn.Module through bases in this file.
+  bool class_is_module(int cls) const;
+  bool function_has_decorator(int function, std::string_view qualified) const;
+
+  // --- loops ---
+  int innermost_loop(uint32_t byte, int function) const;
+  bool loop_contains(int loop, uint32_t byte) const;
+  // Loops of the same function enclosing `byte`, innermost first.
+  std::vector<int> enclosing_loops(uint32_t byte, int function) const;
+
+  // --- grad ---
+  GradState grad_state(uint32_t byte) const;
+
+  // --- bindings ---
+  // The last binding of `name` in `function` that ends before `use`
+  // (flow-insensitive within straight-line code), else a module-level one.
+  const Binding* reaching(std::string_view name, uint32_t use, int function) const;
+  // Every binding of `name` in `function`.
+  std::vector<const Binding*> bindings_of(std::string_view name, int function) const;
+  // Whether `name` is bound in `function` before `loop` starts (or is a
+  // parameter, a module-level name, a global, or an attribute).
+  bool bound_before_loop(std::string_view name, int loop) const;
+  // A plain (re)assignment of `name` inside `loop`, other than `except`.
+  bool rebound_in_loop(std::string_view name, int loop, const Binding* except = nullptr) const;
+  // Whether `.backward()` is called on an expression that mentions `name`
+  // in `function` (also torch.autograd.backward / grad).
+  bool is_backward_subject(std::string_view name, int function) const;
+
+  // --- values ---
+  Provenance provenance(TSNode expr) const;
+  bool is_module_instance(TSNode expr) const;
+  bool is_loss_function(TSNode expr) const;
+  bool is_optimizer(TSNode expr) const;
+
+  // --- call arguments ---
+  TSNode keyword_argument(const Call& call, std::string_view name) const;
+  TSNode positional_argument(const Call& call, uint32_t index) const;
+  uint32_t positional_count(const Call& call) const;
+
+ private:
+  struct Builder;
+  friend struct Builder;
+
+  Provenance provenance_uncached(TSNode expr, int depth) const;
+  Provenance provenance_at(TSNode expr, int depth) const;
+  Provenance binding_provenance(const Binding& b, int depth) const;
+  Provenance call_provenance(TSNode call, int depth) const;
+  Provenance function_returns(const Function& f, int depth) const;
+  bool module_instance_at(TSNode expr, int depth) const;
+  bool named_like(std::string_view name, std::initializer_list<std::string_view> exact,
+                  std::initializer_list<std::string_view> suffixes) const;
+  const Binding* attribute_binding(std::string_view name, int function) const;
+
+  SourceText source_;
+  const Config& config_;
+  TSTree* tree_ = nullptr;
+
+  std::vector<Function> functions_;
+  std::vector<Class> classes_;
+  std::vector<Loop> loops_;
+  std::vector<Binding> bindings_;
+  std::vector<Call> calls_;
+  std::vector<Region> regions_;
+  std::unordered_map<std::string, std::string> aliases_;
+  std::unordered_map<std::string, std::vector<int>> bindings_by_name_;
+  // (function, name) pairs mentioned in the subject of a backward call.
+  std::unordered_set<std::string> backward_subjects_;
+  // Names on which a Module-only method is called (parameters(), ...).
+  std::unordered_set<std::string> module_evidence_;
+  std::unordered_set<std::string> optimizer_names_;
+
+  mutable std::unordered_map<uint64_t, Provenance> provenance_cache_;
+  mutable std::unordered_set<uint64_t> in_progress_;
+};
+
+}  // namespace torchleak::python

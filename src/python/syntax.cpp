@@ -1,0 +1,160 @@
+#include "python/syntax.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <vector>
+
+extern "C" const TSLanguage* tree_sitter_python();
+
+namespace torchleak::python {
+
+namespace {
+
+struct KindName {
+  const char* name;
+  Kind kind;
+};
+
+constexpr KindName kKindNames[] = {
+    {"module", Kind::Module},
+    {"ERROR", Kind::Error},
+    {"function_definition", Kind::FunctionDefinition},
+    {"class_definition", Kind::ClassDefinition},
+    {"decorated_definition", Kind::DecoratedDefinition},
+    {"decorator", Kind::Decorator},
+    {"lambda", Kind::Lambda},
+    {"for_statement", Kind::ForStatement},
+    {"while_statement", Kind::WhileStatement},
+    {"list_comprehension", Kind::ListComprehension},
+    {"set_comprehension", Kind::SetComprehension},
+    {"dictionary_comprehension", Kind::DictionaryComprehension},
+    {"generator_expression", Kind::GeneratorExpression},
+    {"for_in_clause", Kind::ForInClause},
+    {"if_statement", Kind::IfStatement},
+    {"if_clause", Kind::IfClause},
+    {"else_clause", Kind::ElseClause},
+    {"elif_clause", Kind::ElifClause},
+    {"try_statement", Kind::TryStatement},
+    {"with_statement", Kind::WithStatement},
+    {"with_item", Kind::WithItem},
+    {"as_pattern", Kind::AsPattern},
+    {"block", Kind::Block},
+    {"expression_statement", Kind::ExpressionStatement},
+    {"assignment", Kind::Assignment},
+    {"augmented_assignment", Kind::AugmentedAssignment},
+    {"named_expression", Kind::NamedExpression},
+    {"return_statement", Kind::ReturnStatement},
+    {"global_statement", Kind::GlobalStatement},
+    {"import_statement", Kind::ImportStatement},
+    {"import_from_statement", Kind::ImportFromStatement},
+    {"aliased_import", Kind::AliasedImport},
+    {"dotted_name", Kind::DottedName},
+    {"relative_import", Kind::RelativeImport},
+    {"call", Kind::Call},
+    {"argument_list", Kind::ArgumentList},
+    {"keyword_argument", Kind::KeywordArgument},
+    {"attribute", Kind::Attribute},
+    {"identifier", Kind::Identifier},
+    {"subscript", Kind::Subscript},
+    {"binary_operator", Kind::BinaryOperator},
+    {"unary_operator", Kind::UnaryOperator},
+    {"boolean_operator", Kind::BooleanOperator},
+    {"comparison_operator", Kind::ComparisonOperator},
+    {"not_operator", Kind::NotOperator},
+    {"conditional_expression", Kind::ConditionalExpression},
+    {"parenthesized_expression", Kind::ParenthesizedExpression},
+    {"tuple", Kind::Tuple},
+    {"list", Kind::List},
+    {"set", Kind::Set},
+    {"dictionary", Kind::Dictionary},
+    {"pattern_list", Kind::PatternList},
+    {"tuple_pattern", Kind::TuplePattern},
+    {"list_pattern", Kind::ListPattern},
+    {"expression_list", Kind::ExpressionList},
+    {"parameters", Kind::Parameters},
+    {"default_parameter", Kind::DefaultParameter},
+    {"typed_parameter", Kind::TypedParameter},
+    {"typed_default_parameter", Kind::TypedDefaultParameter},
+    {"list_splat", Kind::ListSplat},
+    {"dictionary_splat", Kind::DictionarySplat},
+    {"integer", Kind::Integer},
+    {"float", Kind::Float},
+    {"string", Kind::String},
+    {"true", Kind::True},
+    {"false", Kind::False},
+    {"none", Kind::None},
+    {"comment", Kind::Comment},
+    {"await", Kind::Await},
+};
+
+struct KindTable {
+  std::vector<Kind> by_symbol;
+  KindTable() {
+    const TSLanguage* lang = tree_sitter_python();
+    uint32_t n = ts_language_symbol_count(lang);
+    by_symbol.assign(n, Kind::Other);
+    for (uint32_t sym = 0; sym < n; ++sym) {
+      // Only named symbols: the anonymous "lambda" keyword is not a lambda node.
+      if (ts_language_symbol_type(lang, static_cast<TSSymbol>(sym)) != TSSymbolTypeRegular) continue;
+      const char* name = ts_language_symbol_name(lang, static_cast<TSSymbol>(sym));
+      for (const auto& kn : kKindNames) {
+        if (std::strcmp(kn.name, name) == 0) {
+          by_symbol[sym] = kn.kind;
+          break;
+        }
+      }
+    }
+  }
+};
+
+const KindTable& kind_table() {
+  static const KindTable t;
+  return t;
+}
+
+}  // namespace
+
+const TSLanguage* language() { return tree_sitter_python(); }
+
+Kind kind_of(TSNode node) {
+  if (ts_node_is_null(node)) return Kind::Other;
+  TSSymbol sym = ts_node_symbol(node);
+  const auto& t = kind_table().by_symbol;
+  if (sym == static_cast<TSSymbol>(-1)) return Kind::Error;  // ts_builtin_sym_error
+  return sym < t.size() ? t[sym] : Kind::Other;
+}
+
+TSNode field(TSNode n, std::string_view name) {
+  return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
+}
+
+TSNode child_of_kind(TSNode n, Kind k) {
+  uint32_t count = ts_node_named_child_count(n);
+  for (uint32_t i = 0; i < count; ++i) {
+    TSNode c = ts_node_named_child(n, i);
+    if (kind_of(c) == k) return c;
+  }
+  return TSNode{};
+}
+
+TSNode unparenthesize(TSNode n) {
+  while (!ts_node_is_null(n) && kind_of(n) == Kind::ParenthesizedExpression &&
+         ts_node_named_child_count(n) == 1) {
+    n = ts_node_named_child(n, 0);
+  }
+  return n;
+}
+
+std::string_view SourceText::line_at(uint32_t byte) const {
+  size_t pos = std::min<size_t>(byte, text_.size());
+  size_t begin = pos == 0 ? std::string_view::npos : text_.rfind('\n', pos - 1);
+  begin = begin == std::string_view::npos ? 0 : begin + 1;
+  size_t end = text_.find('\n', pos);
+  if (end == std::string_view::npos) end = text_.size();
+  std::string_view line = text_.substr(begin, end - begin);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+}  // namespace torchleak::python

@@ -1,0 +1,159 @@
+// The fixture runner: every file under fixtures/python/ is analyzed with
+// every rule enabled, and the exact set of (rule, line[, column]) findings
+// must equal its `# expect:` markers. A top-level file of a rule's folder is
+// one project; a subfolder is one project of several files (cross-file facts).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include "core/catalogue.h"
+#include "core/engine.h"
+
+namespace fs = std::filesystem;
+using namespace torchleak;
+
+namespace {
+
+struct Expectation {
+  std::string path;
+  std::string rule;
+  uint32_t line;
+  uint32_t column;  // 1-based code points; 0 when the marker gives none
+  bool operator<(const Expectation& o) const {
+    return std::tie(path, line, rule) < std::tie(o.path, o.line, o.rule);
+  }
+};
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Markers: `# expect: TL001` or `# expect: TL001:9, TL002` (column optional),
+// and `// expect:` for C++.
+std::vector<Expectation> markers(const std::string& path, const std::string& text) {
+  static const std::regex marker(R"((?:#|//)\s*expect:\s*([A-Z]+[0-9]+(?::[0-9]+)?(?:\s*,\s*[A-Z]+[0-9]+(?::[0-9]+)?)*))");
+  static const std::regex item(R"(([A-Z]+[0-9]+)(?::([0-9]+))?)");
+  std::vector<Expectation> out;
+  std::istringstream in(text);
+  std::string line;
+  uint32_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    std::smatch m;
+    if (!std::regex_search(line, m, marker)) continue;
+    std::string list = m[1];
+    for (std::sregex_iterator it(list.begin(), list.end(), item), end; it != end; ++it) {
+      uint32_t col = (*it)[2].matched ? static_cast<uint32_t>(std::stoul((*it)[2])) : 0;
+      out.push_back({path, (*it)[1], n, col});
+    }
+  }
+  return out;
+}
+
+uint32_t codepoints(std::string_view s, uint32_t bytes) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < bytes && i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80) ++n;
+  return n;
+}
+
+std::vector<std::vector<fs::path>> projects() {
+  std::vector<std::vector<fs::path>> out;
+  fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
+  if (!fs::exists(root)) return out;
+  for (const auto& rule_dir : fs::directory_iterator(root)) {
+    if (!rule_dir.is_directory()) continue;
+    for (const auto& e : fs::directory_iterator(rule_dir)) {
+      if (e.is_regular_file() && e.path().extension() == ".py") {
+        out.push_back({e.path()});
+      } else if (e.is_directory()) {
+        std::vector<fs::path> files;
+        for (const auto& f : fs::recursive_directory_iterator(e))
+          if (f.is_regular_file() && f.path().extension() == ".py") files.push_back(f.path());
+        std::sort(files.begin(), files.end());
+        if (!files.empty()) out.push_back(files);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string describe(const std::set<Expectation>& s) {
+  std::string out;
+  for (const auto& e : s)
+    out += "  " + fs::path(e.path).filename().string() + ":" + std::to_string(e.line) + ":" +
+           std::to_string(e.column) + " " + e.rule + "\n";
+  return out.empty() ? "  (none)\n" : out;
+}
+
+class Fixture : public ::testing::TestWithParam<std::vector<fs::path>> {};
+
+TEST_P(Fixture, FindingsEqualMarkers) {
+  std::vector<SourceFile> sources;
+  std::vector<Expectation> expected;
+  for (const auto& p : GetParam()) {
+    SourceFile f{p.string(), read(p)};
+    auto m = markers(f.path, f.text);
+    expected.insert(expected.end(), m.begin(), m.end());
+    sources.push_back(std::move(f));
+  }
+  Config config;  // every rule enabled
+  RunResult result = run_sources(sources, config);
+  for (const auto& e : result.errors) ADD_FAILURE() << e.path << ": " << e.message;
+  std::set<Expectation> got, want;
+  for (const auto& d : result.diagnostics) {
+    // Compare columns only where the marker gives one.
+    uint32_t col = codepoints(d.source_line, d.start.column) + 1;
+    bool marker_has_column = std::any_of(expected.begin(), expected.end(), [&](const Expectation& e) {
+      return e.path == d.path && e.line == d.start.line && e.rule == d.rule_id && e.column != 0;
+    });
+    got.insert({d.path, d.rule_id, d.start.line, marker_has_column ? col : 0});
+  }
+  for (const auto& e : expected) want.insert(e);
+  EXPECT_EQ(describe(got), describe(want)) << "fixture: " << GetParam().front().string();
+}
+
+std::string fixture_name(const ::testing::TestParamInfo<std::vector<fs::path>>& info) {
+  const fs::path& p = info.param.front();
+  fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
+  std::string rel = (info.param.size() > 1 ? p.parent_path() : p).lexically_relative(root).replace_extension().string();
+  for (auto& c : rel)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return rel;
+}
+
+INSTANTIATE_TEST_SUITE_P(Python, Fixture, ::testing::ValuesIn(projects()), fixture_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fixture);
+
+// Every rule of the catalogue that claims Python has a fixture folder with at
+// least 8 positive and 8 negative files.
+TEST(Fixtures, EveryPythonRuleHasEnoughFixtures) {
+  fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
+  for (const auto& rule : Catalogue::builtin().rules()) {
+    if (std::find(rule.languages.begin(), rule.languages.end(), "python") == rule.languages.end()) continue;
+    fs::path dir = root / rule.id;
+    ASSERT_TRUE(fs::is_directory(dir)) << rule.id << " has no fixtures/python/" << rule.id;
+    int positive = 0, negative = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir)) {
+      if (!e.is_regular_file() || e.path().extension() != ".py") continue;
+      std::string name = e.path().filename().string();
+      auto m = markers(e.path().string(), read(e.path()));
+      bool has_rule = std::any_of(m.begin(), m.end(), [&](const Expectation& x) { return x.rule == rule.id; });
+      if (has_rule) ++positive;
+      else if (e.path().parent_path() == dir) ++negative;  // cross-file helpers count once, as positives
+    }
+    EXPECT_GE(positive, 8) << rule.id << " positive fixtures";
+    EXPECT_GE(negative, 8) << rule.id << " negative fixtures";
+  }
+}
+
+}  // namespace
