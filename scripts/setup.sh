@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what torchleak needs on Debian (bookworm) and builds it.
+# Usage: scripts/setup.sh [PRESET]   (PRESET: release (default), dev, asan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+preset="${1:-release}"
+
+# Debian packages: the toolchain and every library torchleak links against.
+packages=(
+  build-essential cmake ninja-build pkg-config git nodejs npm
+  libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
+  libgit2-dev libxxhash-dev libgtest-dev
+)
+# Extra packages a caller asks for (the test set-up adds the ones tests use).
+if [ -n "${TORCHLEAK_EXTRA_PACKAGES:-}" ]; then
+  read -r -a extra <<<"$TORCHLEAK_EXTRA_PACKAGES"
+  packages+=("${extra[@]}")
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The tree-sitter-python grammar's sources, pinned by package-lock.json.
+# --ignore-scripts: only the C sources are used, nothing is built or downloaded.
+if [ ! -f node_modules/tree-sitter-python/src/parser.c ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+fi
+
+cmake --preset "$preset" >/dev/null
+cmake --build --preset "$preset"

@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Installs everything the tests use, builds with warnings as errors, runs every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TORCHLEAK_EXTRA_PACKAGES="${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
+ctest --preset dev
