@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "lsp/server.h"
 #include "version.h"
 
 using namespace torchleak;
@@ -25,6 +26,8 @@ int main(int argc, char** argv) {
   rule_cmd->add_option("--output-dir", rule_output_dir,
                        "With --all: write one Markdown page per rule into this directory");
 
+  CLI::App* lsp_cmd = app.add_subcommand("lsp", "Run the language server on standard input and output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,5 +36,6 @@ int main(int argc, char** argv) {
   }
   if (*check_cmd) return run_check(check);
   if (*rule_cmd) return run_rule(rule_name, rule_all, rule_output_dir);
+  if (*lsp_cmd) return lsp::Server().serve(0, 1);
   return 2;
 }

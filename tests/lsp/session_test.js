@@ -1,0 +1,207 @@
+#!/usr/bin/env node
+// Drives `torchleak lsp` as an editor does and asserts exact messages:
+// open -> diagnostics -> code actions -> apply the fix -> change ->
+// diagnostics gone; non-ASCII text before a finding; an unsaved buffer that
+// differs from the disk; malformed input; shutdown and exit.
+'use strict';
+const assert = require('assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawn } = require('child_process');
+const { pathToFileURL } = require('url');
+
+const binary = process.argv[2];
+const workspace = fs.mkdtempSync(path.join(os.tmpdir(), 'torchleak-lsp-'));
+process.on('exit', () => fs.rmSync(workspace, { recursive: true, force: true }));
+
+const TRAIN = [
+  'import torch',
+  '',
+  '',
+  'def train(model, loader, optimizer, loss_fn):',
+  '    total_loss = 0.0',
+  '    for x, y in loader:',
+  '        optimizer.zero_grad()',
+  '        loss = loss_fn(model(x), y)',
+  '        loss.backward()',
+  '        optimizer.step()',
+  '        total_loss += loss',
+  '    return total_loss',
+  '',
+].join('\n');
+const UNICODE = TRAIN.replace('        total_loss += loss', '        tag = "Verlust→Σ𝔏"; total_loss += loss');
+fs.writeFileSync(path.join(workspace, 'train.py'), TRAIN);
+// On disk clean, in the editor leaking: the buffer must win.
+fs.writeFileSync(path.join(workspace, 'unsaved.py'), 'x = 1\n');
+
+let passed = 0, failed = 0;
+function check(name, fn) {
+  try { fn(); passed++; console.log(`ok   ${name}`); }
+  catch (e) { failed++; console.log(`FAIL ${name}\n${e.message}`); }
+}
+
+const server = spawn(binary, ['lsp'], { stdio: ['pipe', 'pipe', 'pipe'] });
+let stderr = '';
+server.stderr.on('data', (d) => { stderr += d; });
+let buffer = Buffer.alloc(0);
+const inbox = [];
+const waiters = [];
+server.stdout.on('data', (chunk) => {
+  buffer = Buffer.concat([buffer, chunk]);
+  for (;;) {
+    const sep = buffer.indexOf('\r\n\r\n');
+    if (sep < 0) return;
+    const header = buffer.slice(0, sep).toString();
+    const m = /Content-Length: (\d+)/i.exec(header);
+    if (!m) throw new Error(`bad header from server: ${header}`);
+    const len = Number(m[1]);
+    if (buffer.length < sep + 4 + len) return;
+    const body = buffer.slice(sep + 4, sep + 4 + len).toString('utf8');
+    buffer = buffer.slice(sep + 4 + len);
+    inbox.push(JSON.parse(body));
+    for (const w of waiters.splice(0)) w();
+  }
+});
+
+function sendRaw(text) { server.stdin.write(text); }
+function send(msg) {
+  const body = Buffer.from(JSON.stringify(msg), 'utf8');
+  sendRaw(`Content-Length: ${body.length}\r\n\r\n`);
+  server.stdin.write(body);
+}
+let nextId = 1;
+function request(method, params) { const id = nextId++; send({ jsonrpc: '2.0', id, method, params }); return id; }
+function notify(method, params) { send({ jsonrpc: '2.0', method, params }); }
+async function take(pred, what, ms = 10000) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const i = inbox.findIndex(pred);
+    if (i >= 0) return inbox.splice(i, 1)[0];
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; stderr: ${stderr}`);
+    await new Promise((r) => { waiters.push(r); setTimeout(r, 50); });
+  }
+}
+const response = (id) => (m) => m.id === id && !m.method;
+const diagnosticsFor = (uri, version) => (m) => m.method === 'textDocument/publishDiagnostics' &&
+  m.params.uri === uri && (version === undefined || m.params.version === version);
+
+function applyEdits(text, edits) {
+  // LSP positions (UTF-16) to string offsets: JS strings are UTF-16 already.
+  const lines = text.split('\n');
+  const offset = (p) => lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + p.character;
+  const sorted = [...edits].sort((a, b) => offset(b.range.start) - offset(a.range.start));
+  for (const e of sorted) text = text.slice(0, offset(e.range.start)) + e.newText + text.slice(offset(e.range.end));
+  return text;
+}
+
+(async () => {
+  const rootUri = pathToFileURL(workspace).href;
+  const trainUri = pathToFileURL(path.join(workspace, 'train.py')).href;
+  const unsavedUri = pathToFileURL(path.join(workspace, 'unsaved.py')).href;
+
+  // Requests before initialize are refused, not crashed on.
+  const early = request('textDocument/codeAction', {});
+  const earlyReply = await take(response(early), 'early reply');
+  check('a request before initialize gets ServerNotInitialized', () => assert.strictEqual(earlyReply.error.code, -32002));
+
+  const init = request('initialize', { processId: process.pid, rootUri, capabilities: {}, workspaceFolders: [{ uri: rootUri, name: 'ws' }] });
+  const initReply = await take(response(init), 'initialize');
+  check('initialize announces sync, code actions and UTF-16', () => {
+    assert.deepStrictEqual(initReply.result.capabilities, {
+      positionEncoding: 'utf-16',
+      textDocumentSync: { openClose: true, change: 2, save: { includeText: false } },
+      codeActionProvider: { codeActionKinds: ['quickfix'] },
+    });
+    assert.strictEqual(initReply.result.serverInfo.name, 'torchleak');
+  });
+  notify('initialized', {});
+
+  notify('textDocument/didOpen', { textDocument: { uri: trainUri, languageId: 'python', version: 1, text: TRAIN } });
+  const open = await take(diagnosticsFor(trainUri, 1), 'diagnostics after didOpen');
+  const diag = open.params.diagnostics[0];
+  check('didOpen publishes exactly the TL001 finding, 0-based, for the URI sent', () => {
+    assert.strictEqual(open.params.diagnostics.length, 1);
+    assert.deepStrictEqual(diag.range, { start: { line: 10, character: 8 }, end: { line: 10, character: 26 } });
+    assert.strictEqual(diag.code, 'TL001');
+    assert.strictEqual(diag.source, 'torchleak');
+    assert.strictEqual(diag.severity, 2);
+    assert.match(diag.codeDescription.href, /docs\/rules\/TL001-accumulate-undetached\.md$/);
+    assert.match(diag.message, /^`total_loss` accumulates `loss`/);
+  });
+
+  const ca = request('textDocument/codeAction', { textDocument: { uri: trainUri }, range: diag.range, context: { diagnostics: [diag] } });
+  const actions = (await take(response(ca), 'code actions')).result;
+  check('code actions: the fix first, then suppress-on-this-line', () => {
+    assert.deepStrictEqual(actions.map((a) => [a.title, a.kind]), [
+      ['Use `.item()` on the accumulated value (TL001)', 'quickfix'],
+      ['Suppress TL001 on this line', 'quickfix'],
+    ]);
+    assert.deepStrictEqual(actions[0].edit.changes[trainUri], [
+      { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '.item()' },
+    ]);
+    assert.deepStrictEqual(actions[1].edit.changes[trainUri], [
+      { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '  # noqa: TL001' },
+    ]);
+  });
+
+  // Apply the fix as an incremental change, as the editor would.
+  const edit = actions[0].edit.changes[trainUri][0];
+  notify('textDocument/didChange', { textDocument: { uri: trainUri, version: 2 }, contentChanges: [{ range: edit.range, text: edit.newText }] });
+  const afterFix = await take(diagnosticsFor(trainUri, 2), 'diagnostics after the fix');
+  check('after the incremental fix the diagnostic is gone', () => assert.deepStrictEqual(afterFix.params.diagnostics, []));
+
+  // Full-text sync back to the leaking code with non-ASCII text (one char
+  // outside the BMP) before the finding on the same line.
+  notify('textDocument/didChange', { textDocument: { uri: trainUri, version: 3 }, contentChanges: [{ text: UNICODE }] });
+  const uni = await take(diagnosticsFor(trainUri, 3), 'diagnostics after a full change');
+  check('columns are UTF-16 code units after non-ASCII text', () => {
+    assert.strictEqual(uni.params.diagnostics.length, 1);
+    const col = '        tag = "Verlust→Σ𝔏"; '.length;  // JS length is UTF-16 units
+    assert.deepStrictEqual(uni.params.diagnostics[0].range.start, { line: 10, character: col });
+  });
+  const ca2 = request('textDocument/codeAction', { textDocument: { uri: trainUri }, range: uni.params.diagnostics[0].range, context: { diagnostics: uni.params.diagnostics } });
+  const fixed = applyEdits(UNICODE, (await take(response(ca2), 'code actions 2')).result[0].edit.changes[trainUri]);
+  check('the fix lands after the non-ASCII text', () => assert.ok(fixed.includes('tag = "Verlust→Σ𝔏"; total_loss += loss.item()')));
+
+  // An unsaved buffer takes precedence over the file on disk.
+  notify('textDocument/didOpen', { textDocument: { uri: unsavedUri, languageId: 'python', version: 7, text: TRAIN } });
+  const unsaved = await take(diagnosticsFor(unsavedUri, 7), 'diagnostics for the unsaved buffer');
+  check('the unsaved buffer is analyzed, not the disk', () => assert.strictEqual(unsaved.params.diagnostics.length, 1));
+
+  // Malformed input: each gets an error (or is ignored) and the server keeps serving.
+  sendRaw('Content-Length: 9\r\n\r\n{not json');
+  const parseErr = await take((m) => m.error && m.error.code === -32700, 'parse error');
+  check('invalid JSON gets a parse error with id null', () => assert.strictEqual(parseErr.id, null));
+  send({ jsonrpc: '2.0', id: 99, method: 'textDocument/codeAction', params: { textDocument: 42 } });
+  const badParams = await take(response(99), 'invalid params');
+  check('wrong parameter types get InvalidParams', () => assert.strictEqual(badParams.error.code, -32602));
+  send({ jsonrpc: '2.0', id: 100, method: 'workspace/symbol', params: { query: '' } });
+  const unknown = await take(response(100), 'unknown method');
+  check('an unknown request gets MethodNotFound', () => assert.strictEqual(unknown.error.code, -32601));
+  sendRaw('Content-Type: text/plain\r\n\r\n');
+  await take((m) => m.error && m.error.code === -32700 && /Content-Length/.test(m.error.message), 'header error');
+  send([1, 2, 3]);
+  const notObject = await take((m) => m.error && m.error.code === -32600, 'invalid request');
+  check('a non-object message gets InvalidRequest', () => assert.strictEqual(notObject.id, null));
+  notify('textDocument/didChange', { textDocument: { uri: trainUri, version: 4 }, contentChanges: [{ text: TRAIN.replace('+= loss', '+= loss.item()') }] });
+  const still = await take(diagnosticsFor(trainUri, 4), 'diagnostics after malformed input');
+  check('the server still serves after malformed input', () => assert.deepStrictEqual(still.params.diagnostics, []));
+
+  // Every analysis republishes every open document: wait for this round's
+  // unsaved.py publication (sent right after train.py's), then forget the rest.
+  await take(diagnosticsFor(unsavedUri, 7), 'this round of unsaved.py diagnostics');
+  inbox.length = 0;
+  notify('textDocument/didClose', { textDocument: { uri: unsavedUri } });
+  const cleared = await take(diagnosticsFor(unsavedUri), 'cleared diagnostics');
+  check('didClose clears the document\'s diagnostics', () => assert.deepStrictEqual(cleared.params.diagnostics, []));
+
+  const sd = request('shutdown', null);
+  const sdReply = await take(response(sd), 'shutdown');
+  check('shutdown answers with result null', () => assert.strictEqual(sdReply.result, null));
+  notify('exit');
+  const code = await new Promise((r) => server.on('exit', (c) => r(c)));
+  check('the server exits with status 0 after shutdown and exit', () => assert.strictEqual(code, 0));
+  console.log(`${passed} passed, ${failed} failed`);
+  process.exit(failed ? 1 : 0);
+})().catch((e) => { console.log(`FAIL ${e.message}`); console.log(`${passed} passed, ${failed + 1} failed`); server.kill(); process.exit(1); });
