@@ -1,0 +1,17 @@
+#!/bin/sh
+# Runtime oracle check: runs every rule's leaking and fixed PyTorch program on
+# the CPU and fails when a rule's claimed effect is not measured (see
+# docs/runtime-oracle.md).  Needs Debian's python3-torch and python3-numpy;
+# exits 77 (the "skipped" code of ctest's SKIP_RETURN_CODE) when the
+# interpreter cannot import them.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+python=${TORCHLEAK_PYTHON:-/usr/bin/python3}
+
+if ! "$python" -c 'import torch, numpy' >/dev/null 2>&1; then
+    echo "SKIP: $python cannot import torch and numpy; install python3-torch and python3-numpy to run the runtime oracle"
+    exit 77
+fi
+
+exec "$python" "$root/tools/runtime/oracle.py" --check "$@"
