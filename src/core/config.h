@@ -31,6 +31,14 @@ struct Config {
   std::vector<std::string> extra_losses;        // names of in-house loss functions
   std::vector<std::string> extra_optimizers;    // names of in-house optimizers
   std::vector<std::string> extra_data_parallel; // names of in-house DataParallel wrappers
+  // C++ (LibTorch) sources: the directory of compile_commands.json (`-p`;
+  // empty: searched upward from each file), arguments added to each compile
+  // command (`--extra-arg`, `--extra-arg-before`), and where precompiled
+  // headers are cached (empty: $TORCHLEAK_CACHE_DIR or $XDG_CACHE_HOME/torchleak).
+  std::string cpp_database_dir;
+  std::vector<std::string> cpp_extra_args;
+  std::vector<std::string> cpp_extra_args_before;
+  std::string cpp_cache_dir;
 
   bool rule_enabled(const RuleInfo& rule) const;
   bool rule_ignored_for(const RuleInfo& rule, std::string_view path) const;

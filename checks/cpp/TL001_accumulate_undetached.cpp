@@ -1,0 +1,95 @@
+// TL001 accumulate-undetached: `total += loss` (or `total = total + loss`,
+// `total.add_(loss)`) inside a loop, on an at::Tensor that outlives the
+// iteration, where `loss` carries autograd history.
+#include <fmt/format.h>
+
+#include "checks/cpp/check.h"
+#include "checks/cpp/fixes.h"
+#include "checks/cpp/semantics.h"
+
+namespace torchleak::cpp {
+
+namespace {
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+class AccumulateUndetached final : public Check {
+ public:
+  void register_matchers(MatchFinder& finder, MatchFinder::MatchCallback* callback) const override {
+    finder.addMatcher(cxxOperatorCallExpr(hasAnyOverloadedOperatorName("+=", "-=", "=")).bind("op"), callback);
+    finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("add_", "sub_")))).bind("method"),
+                      callback);
+  }
+
+  void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
+    Semantics sem(*result.Context, options);
+    const Expr* statement = nullptr;
+    const Expr* target = nullptr;
+    const Expr* added = nullptr;
+    if (auto* op = result.Nodes.getNodeAs<CXXOperatorCallExpr>("op")) {
+      if (op->getNumArgs() != 2) return;
+      statement = op;
+      target = op->getArg(0);
+      added = accumulated_value(op);
+    } else if (auto* call = result.Nodes.getNodeAs<CXXMemberCallExpr>("method")) {
+      if (call->getNumArgs() < 1) return;
+      statement = call;
+      target = call->getImplicitObjectArgument();
+      added = call->getArg(0);
+    }
+    if (!statement || !added || !is_tensor_type(target->getType())) return;
+    const ValueDecl* acc = named_decl(target);
+    if (!acc) return;
+    const Stmt* loop = sem.enclosing_loop(statement);
+    if (!loop || !sem.outlives_iteration(acc, loop)) return;
+    if (sem.grad_state(statement) != GradState::Enabled) return;
+    if (sem.provenance(added) != Provenance::Attached) return;
+    if (reset_in_loop(sem, acc, loop, statement)) return;
+    if (sem.feeds_backward(acc, sem.enclosing_body(statement))) return;
+
+    std::string name = sem.text(target), value = sem.text(added);
+    Finding f;
+    f.range = statement->getSourceRange();
+    f.message = fmt::format(
+        "`{}` accumulates `{}`, which carries autograd history: every iteration's graph stays alive as long "
+        "as `{}` does",
+        name, value, name);
+    std::string detached = is_primary(added) ? value + ".detach()" : "(" + value + ").detach()";
+    f.help = fmt::format("accumulate `{}` instead (or a `double` with `.item<double>()`)", detached);
+    f.fixes = append_call_fixes(added, *result.Context, ".detach()");
+    if (!f.fixes.empty()) f.fix_title = "Use `.detach()` on the accumulated value";
+    sink.report(result, std::move(f));
+  }
+
+ private:
+  // The value added by `total += v`, `total = total + v` or `total = v + total`.
+  static const Expr* accumulated_value(const CXXOperatorCallExpr* op) {
+    OverloadedOperatorKind kind = op->getOperator();
+    if (kind == OO_PlusEqual || kind == OO_MinusEqual) return op->getArg(1);
+    const ValueDecl* acc = named_decl(op->getArg(0));
+    auto* sum = dyn_cast_or_null<CXXOperatorCallExpr>(strip(op->getArg(1)));
+    if (!acc || !sum || sum->getNumArgs() != 2) return nullptr;
+    if (sum->getOperator() != OO_Plus && sum->getOperator() != OO_Minus) return nullptr;
+    if (named_decl(sum->getArg(0)) == acc) return sum->getArg(1);
+    if (sum->getOperator() == OO_Plus && named_decl(sum->getArg(1)) == acc) return sum->getArg(0);
+    return nullptr;
+  }
+
+  // `total = torch::zeros({})`, `total.zero_()` or `total.detach_()` in the
+  // loop: each iteration starts afresh.
+  static bool reset_in_loop(const Semantics& sem, const ValueDecl* acc, const Stmt* loop, const Expr* statement) {
+    for (const auto& def : sem.definitions(acc, loop)) {
+      if (def.statement == statement) continue;
+      if (def.op == "zero_" || def.op == "detach_") return true;
+      if ((def.op == "=" || def.op == "init") && !Semantics::mentions(def.value, acc)) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_CPP_CHECK(AccumulateUndetached, "TL001", "accumulate-undetached")
+
+}  // namespace torchleak::cpp

@@ -1,0 +1,22 @@
+// Fix-it helpers shared by the C++ checks.
+#pragma once
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/Expr.h>
+#include <clang/Basic/Diagnostic.h>
+
+#include <string>
+#include <vector>
+
+namespace torchleak::cpp {
+
+// Edits that append `suffix` to `e`, parenthesizing it when it is not a
+// primary expression: `loss` -> `loss.detach()`, `a + b` -> `(a + b).detach()`.
+// Empty when `e` is spelled through a macro.
+std::vector<clang::FixItHint> append_call_fixes(const clang::Expr* e, const clang::ASTContext& ctx,
+                                                llvm::StringRef suffix);
+
+// Whether `e` needs no parentheses before a member access.
+bool is_primary(const clang::Expr* e);
+
+}  // namespace torchleak::cpp

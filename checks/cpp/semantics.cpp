@@ -1,0 +1,591 @@
+#include "checks/cpp/semantics.h"
+
+#include <clang/AST/ParentMapContext.h>
+#include <clang/AST/RecursiveASTVisitor.h>
+#include <clang/Lex/Lexer.h>
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+namespace torchleak::cpp {
+
+using namespace clang;
+
+namespace {
+
+constexpr int kMaxDepth = 8;
+
+bool name_listed(const CXXRecordDecl* r, const std::vector<std::string>& names) {
+  if (!r || names.empty()) return false;
+  std::string qualified = r->getQualifiedNameAsString();
+  std::string plain = r->getNameAsString();
+  return std::any_of(names.begin(), names.end(), [&](const std::string& n) { return n == qualified || n == plain; });
+}
+
+bool in_torch_namespace(const NamedDecl* d) {
+  if (!d) return false;
+  std::string q = d->getQualifiedNameAsString();
+  return q.rfind("at::", 0) == 0 || q.rfind("torch::", 0) == 0 || q.rfind("c10::", 0) == 0;
+}
+
+bool is_loss_name(llvm::StringRef name) {
+  static const char* const kLosses[] = {"cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+                                        "kl_div", "ctc_loss", "nll_loss", "nll_loss2d", "nll_loss_nd"};
+  if (name.endswith("_loss")) return true;
+  return std::any_of(std::begin(kLosses), std::end(kLosses), [&](const char* l) { return name == l; });
+}
+
+// Collects the definitions of one declaration in a body, in source order.
+class DefinitionFinder : public RecursiveASTVisitor<DefinitionFinder> {
+ public:
+  DefinitionFinder(const ValueDecl* d, std::vector<Semantics::Definition>& out) : d_(d), out_(out) {}
+  bool shouldVisitTemplateInstantiations() const { return false; }
+  bool shouldVisitImplicitCode() const { return false; }
+
+  bool VisitDeclStmt(DeclStmt* s) {
+    for (Decl* decl : s->decls())
+      if (decl == d_)
+        if (auto* v = dyn_cast<VarDecl>(decl); v && v->getInit()) out_.push_back({v->getInit(), s, "init"});
+    return true;
+  }
+  bool VisitCXXOperatorCallExpr(CXXOperatorCallExpr* e) {
+    if (!e->isAssignmentOp() || e->getNumArgs() != 2) return true;
+    if (named_decl(e->getArg(0)) != d_) return true;
+    out_.push_back({e->getArg(1), e, std::string(getOperatorSpelling(e->getOperator()))});
+    return true;
+  }
+  bool VisitBinaryOperator(BinaryOperator* e) {
+    if (!e->isAssignmentOp() || named_decl(e->getLHS()) != d_) return true;
+    out_.push_back({e->getRHS(), e, std::string(e->getOpcodeStr())});
+    return true;
+  }
+  // In-place tensor operations: total.add_(x), total.copy_(x), total.detach_().
+  bool VisitCXXMemberCallExpr(CXXMemberCallExpr* e) {
+    const CXXMethodDecl* m = e->getMethodDecl();
+    if (!m || !m->getIdentifier() || !m->getName().endswith("_")) return true;
+    if (!is_tensor_type(e->getImplicitObjectArgument()->getType())) return true;
+    if (named_decl(e->getImplicitObjectArgument()) != d_) return true;
+    out_.push_back({e, e, m->getName().str()});
+    return true;
+  }
+
+ private:
+  const ValueDecl* d_;
+  std::vector<Semantics::Definition>& out_;
+};
+
+class MentionFinder : public RecursiveASTVisitor<MentionFinder> {
+ public:
+  explicit MentionFinder(const ValueDecl* d) : d_(d) {}
+  bool VisitDeclRefExpr(DeclRefExpr* e) {
+    found = found || e->getDecl() == d_;
+    return !found;
+  }
+  bool VisitMemberExpr(MemberExpr* e) {
+    found = found || e->getMemberDecl() == d_;
+    return !found;
+  }
+  bool found = false;
+
+ private:
+  const ValueDecl* d_;
+};
+
+class NamedDeclCollector : public RecursiveASTVisitor<NamedDeclCollector> {
+ public:
+  explicit NamedDeclCollector(std::set<const ValueDecl*>& out) : out_(out) {}
+  bool VisitDeclRefExpr(DeclRefExpr* e) {
+    if (isa<VarDecl>(e->getDecl())) out_.insert(e->getDecl());
+    return true;
+  }
+  bool VisitMemberExpr(MemberExpr* e) {
+    if (isa<FieldDecl>(e->getMemberDecl())) out_.insert(e->getMemberDecl());
+    return true;
+  }
+
+ private:
+  std::set<const ValueDecl*>& out_;
+};
+
+class BackwardFinder : public RecursiveASTVisitor<BackwardFinder> {
+ public:
+  bool shouldVisitTemplateInstantiations() const { return false; }
+  bool VisitCallExpr(CallExpr* e) {
+    if (auto* m = dyn_cast<CXXMemberCallExpr>(e)) {
+      const CXXMethodDecl* md = m->getMethodDecl();
+      if (md && md->getIdentifier() && md->getName() == "backward" &&
+          is_tensor_type(m->getImplicitObjectArgument()->getType()))
+        calls.push_back(e);
+      return true;
+    }
+    const FunctionDecl* f = e->getDirectCallee();
+    if (!f || !f->getIdentifier()) return true;
+    std::string q = f->getQualifiedNameAsString();
+    if (q == "torch::autograd::backward" || q == "torch::autograd::grad") calls.push_back(e);
+    return true;
+  }
+  std::vector<const CallExpr*> calls;
+};
+
+}  // namespace
+
+// --- types ----------------------------------------------------------------------
+
+const CXXRecordDecl* record_of(QualType type) {
+  if (type.isNull()) return nullptr;
+  type = type.getNonReferenceType();
+  if (type->isPointerType()) type = type->getPointeeType();
+  type = type.getCanonicalType();
+  const CXXRecordDecl* r = type->getAsCXXRecordDecl();
+  return r ? (r->hasDefinition() ? r->getDefinition() : r) : nullptr;
+}
+
+bool derives_from(const CXXRecordDecl* record, llvm::StringRef qualified) {
+  if (!record) return false;
+  if (record->getQualifiedNameAsString() == qualified) return true;
+  if (!record->hasDefinition()) return false;
+  record = record->getDefinition();
+  for (const CXXBaseSpecifier& base : record->bases()) {
+    const CXXRecordDecl* b = record_of(base.getType());
+    if (!b) {
+      // A dependent base such as Cloneable<Derived>: look at the template.
+      if (auto* tst = base.getType()->getAs<TemplateSpecializationType>())
+        if (auto* td = dyn_cast_or_null<ClassTemplateDecl>(tst->getTemplateName().getAsTemplateDecl()))
+          b = td->getTemplatedDecl();
+    }
+    if (b && b != record && derives_from(b, qualified)) return true;
+  }
+  return false;
+}
+
+bool is_tensor_type(QualType type) {
+  const CXXRecordDecl* r = record_of(type.isNull() ? type : type.getNonReferenceType());
+  if (!r || type.getNonReferenceType()->isPointerType()) return false;
+  return r->getQualifiedNameAsString() == "at::Tensor";
+}
+
+bool is_module_class(const CXXRecordDecl* record) { return derives_from(record, "torch::nn::Module"); }
+
+namespace {
+const CXXRecordDecl* shared_ptr_pointee(QualType type) {
+  const CXXRecordDecl* r = record_of(type);
+  auto* spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(r);
+  if (!spec || spec->getQualifiedNameAsString() != "std::shared_ptr") return nullptr;
+  const TemplateArgumentList& args = spec->getTemplateArgs();
+  if (args.size() < 1 || args[0].getKind() != TemplateArgument::Type) return nullptr;
+  return record_of(args[0].getAsType());
+}
+
+bool is_holder_class(const CXXRecordDecl* r) {
+  if (!r) return false;
+  if (r->getQualifiedNameAsString() == "torch::nn::AnyModule") return true;
+  if (auto* spec = dyn_cast<ClassTemplateSpecializationDecl>(r))
+    if (spec->getQualifiedNameAsString() == "torch::nn::ModuleHolder") return true;
+  if (!r->hasDefinition()) return false;
+  for (const CXXBaseSpecifier& base : r->getDefinition()->bases())
+    if (is_holder_class(record_of(base.getType()))) return true;
+  return false;
+}
+}  // namespace
+
+bool is_module_value_type(QualType type, const Options& options) {
+  const CXXRecordDecl* r = record_of(type);
+  if (!r) return false;
+  if (is_module_class(r) || is_holder_class(r) || name_listed(r, options.extra_models)) return true;
+  const CXXRecordDecl* p = shared_ptr_pointee(type);
+  return p && (is_module_class(p) || name_listed(p, options.extra_models));
+}
+
+bool is_optimizer_type(QualType type, const Options& options) {
+  const CXXRecordDecl* r = record_of(type);
+  if (!r) return false;
+  if (derives_from(r, "torch::optim::Optimizer") || name_listed(r, options.extra_optimizers)) return true;
+  const CXXRecordDecl* p = shared_ptr_pointee(type);
+  return p && derives_from(p, "torch::optim::Optimizer");
+}
+
+const Expr* strip(const Expr* e) {
+  while (e) {
+    const Expr* next = e->IgnoreParenImpCasts();
+    if (auto* m = dyn_cast<MaterializeTemporaryExpr>(next)) next = m->getSubExpr();
+    else if (auto* c = dyn_cast<ExprWithCleanups>(next)) next = c->getSubExpr();
+    else if (auto* b = dyn_cast<CXXBindTemporaryExpr>(next)) next = b->getSubExpr();
+    else if (auto* f = dyn_cast<CXXFunctionalCastExpr>(next)) next = f->getSubExpr();
+    else if (auto* k = dyn_cast<CXXConstructExpr>(next);
+             k && k->getNumArgs() == 1 && k->getConstructor()->isCopyOrMoveConstructor())
+      next = k->getArg(0);
+    else if (auto* call = dyn_cast<CallExpr>(next); call && call->getNumArgs() == 1 && call->getDirectCallee() &&
+                                                    call->getDirectCallee()->isInStdNamespace() &&
+                                                    call->getDirectCallee()->getIdentifier() &&
+                                                    (call->getDirectCallee()->getName() == "move" ||
+                                                     call->getDirectCallee()->getName() == "forward"))
+      next = call->getArg(0);
+    if (next == e) return e;
+    e = next;
+  }
+  return e;
+}
+
+const ValueDecl* named_decl(const Expr* e) {
+  e = strip(e);
+  if (!e) return nullptr;
+  if (auto* r = dyn_cast<DeclRefExpr>(e)) return dyn_cast<VarDecl>(r->getDecl());
+  if (auto* m = dyn_cast<MemberExpr>(e)) {
+    if (!isa<CXXThisExpr>(m->getBase()->IgnoreParenImpCasts())) return nullptr;
+    return dyn_cast<FieldDecl>(m->getMemberDecl());
+  }
+  return nullptr;
+}
+
+// --- structure ------------------------------------------------------------------
+
+const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) const {
+  if (decl_parent) *decl_parent = nullptr;
+  DynTypedNodeList parents = ctx_.getParents(*s);
+  while (!parents.empty()) {
+    const DynTypedNode& p = parents[0];
+    if (const Stmt* ps = p.get<Stmt>()) return ps;
+    const Decl* d = p.get<Decl>();
+    if (!d) return nullptr;
+    if (isa<FunctionDecl>(d) || isa<BlockDecl>(d) || isa<RecordDecl>(d) || isa<TranslationUnitDecl>(d) ||
+        isa<NamespaceDecl>(d)) {
+      if (decl_parent) *decl_parent = d;
+      return nullptr;
+    }
+    parents = ctx_.getParents(p);
+  }
+  return nullptr;
+}
+
+const Stmt* Semantics::enclosing_loop(const Stmt* s) const {
+  for (const Stmt* p = parent_stmt(s); p; p = parent_stmt(p)) {
+    if (isa<ForStmt>(p) || isa<CXXForRangeStmt>(p) || isa<WhileStmt>(p) || isa<DoStmt>(p)) return p;
+    if (isa<LambdaExpr>(p)) return nullptr;
+  }
+  return nullptr;
+}
+
+const Stmt* Semantics::enclosing_body(const Stmt* s) const {
+  for (const Stmt* p = s;;) {
+    const Decl* d = nullptr;
+    const Stmt* next = parent_stmt(p, &d);
+    if (!next) {
+      auto* f = dyn_cast_or_null<FunctionDecl>(d);
+      return f ? f->getBody() : nullptr;
+    }
+    if (auto* l = dyn_cast<LambdaExpr>(next); l && l->getBody() == p) return p;
+    p = next;
+  }
+}
+
+const FunctionDecl* Semantics::enclosing_function(const Stmt* s) const {
+  for (const Stmt* p = s;;) {
+    const Decl* d = nullptr;
+    const Stmt* next = parent_stmt(p, &d);
+    if (!next) return dyn_cast_or_null<FunctionDecl>(d);
+    if (auto* l = dyn_cast<LambdaExpr>(next)) return l->getCallOperator();
+    p = next;
+  }
+}
+
+bool Semantics::before(SourceLocation a, SourceLocation b) const {
+  const SourceManager& sm = sources();
+  return sm.isBeforeInTranslationUnit(sm.getExpansionLoc(a), sm.getExpansionLoc(b));
+}
+
+namespace {
+bool point_within(const SourceManager& sm, SourceLocation loc, SourceRange range) {
+  loc = sm.getExpansionLoc(loc);
+  SourceLocation b = sm.getExpansionLoc(range.getBegin()), e = sm.getExpansionLoc(range.getEnd());
+  return loc == b || loc == e || (sm.isBeforeInTranslationUnit(b, loc) && sm.isBeforeInTranslationUnit(loc, e));
+}
+}  // namespace
+
+bool Semantics::within(const Stmt* inner, const Stmt* outer) const {
+  return point_within(sources(), inner->getBeginLoc(), outer->getSourceRange());
+}
+
+bool Semantics::within(const Decl* inner, const Stmt* outer) const {
+  return point_within(sources(), inner->getLocation(), outer->getSourceRange());
+}
+
+bool Semantics::outlives_iteration(const ValueDecl* d, const Stmt* loop) const {
+  if (isa<FieldDecl>(d)) return true;
+  auto* v = dyn_cast<VarDecl>(d);
+  if (!v) return false;
+  if (!v->isLocalVarDeclOrParm() || v->isStaticLocal() || isa<ParmVarDecl>(v)) return true;
+  if (!within(v, loop)) return true;
+  if (auto* f = dyn_cast<ForStmt>(loop); f && f->getInit() && within(v, f->getInit())) return true;
+  return false;
+}
+
+// --- autograd -------------------------------------------------------------------
+
+namespace {
+
+// The grad mode a declaration sets for the rest of its block, if it is a guard.
+std::optional<GradState> guard_state(const VarDecl* v, ASTContext& ctx) {
+  const CXXRecordDecl* r = record_of(v->getType());
+  if (!r) return std::nullopt;
+  auto constant_arg = [&](bool absent) -> std::optional<bool> {
+    auto* construct = dyn_cast_or_null<CXXConstructExpr>(v->getInit() ? v->getInit()->IgnoreImplicit() : nullptr);
+    if (!construct || construct->getNumArgs() == 0 || isa<CXXDefaultArgExpr>(construct->getArg(0))) return absent;
+    bool value = false;
+    if (construct->getArg(0)->isValueDependent()) return std::nullopt;
+    Expr::EvalResult result;
+    if (!construct->getArg(0)->EvaluateAsBooleanCondition(value, ctx)) return std::nullopt;
+    (void)result;
+    return value;
+  };
+  if (derives_from(r, "c10::NoGradGuard")) return GradState::Disabled;
+  if (derives_from(r, "c10::AutoGradMode")) {
+    std::optional<bool> enabled = constant_arg(true);
+    if (!enabled) return GradState::Maybe;
+    return *enabled ? GradState::Enabled : GradState::Disabled;
+  }
+  if (derives_from(r, "c10::InferenceMode")) {
+    std::optional<bool> on = constant_arg(true);
+    if (!on) return GradState::Maybe;
+    if (*on) return GradState::Disabled;
+  }
+  return std::nullopt;
+}
+
+class SetEnabledFinder : public RecursiveASTVisitor<SetEnabledFinder> {
+ public:
+  bool VisitCallExpr(CallExpr* e) {
+    if (const FunctionDecl* f = e->getDirectCallee())
+      if (f->getQualifiedNameAsString() == "c10::GradMode::set_enabled") calls.push_back(e);
+    return true;
+  }
+  std::vector<const CallExpr*> calls;
+};
+
+}  // namespace
+
+GradState Semantics::grad_state(const Stmt* s) const {
+  const Stmt* child = s;
+  for (const Stmt* p = parent_stmt(s); p; child = p, p = parent_stmt(p)) {
+    if (auto* block = dyn_cast<CompoundStmt>(p)) {
+      std::optional<GradState> state;
+      for (const Stmt* item : block->body()) {
+        if (item == child) break;
+        if (auto* ds = dyn_cast<DeclStmt>(item))
+          for (const Decl* d : ds->decls())
+            if (auto* v = dyn_cast<VarDecl>(d))
+              if (auto g = guard_state(v, ctx_)) state = g;
+      }
+      if (state) return *state;
+    }
+    if (isa<LambdaExpr>(p)) break;
+  }
+  // GradMode::set_enabled earlier in the function: the state depends on the run.
+  if (const Stmt* body = enclosing_body(s)) {
+    SetEnabledFinder f;
+    f.TraverseStmt(const_cast<Stmt*>(body));
+    for (const CallExpr* c : f.calls)
+      if (before(c->getBeginLoc(), s->getBeginLoc())) return GradState::Maybe;
+  }
+  return GradState::Enabled;
+}
+
+bool Semantics::is_module_call(const Expr* e) const {
+  e = strip(e);
+  if (auto* m = dyn_cast_or_null<CXXMemberCallExpr>(e)) {
+    const CXXMethodDecl* md = m->getMethodDecl();
+    if (!md || !md->getIdentifier() || md->getName() != "forward") return false;
+    QualType object = m->getImplicitObjectArgument()->getType();
+    return is_module_value_type(object, options_);
+  }
+  if (auto* op = dyn_cast_or_null<CXXOperatorCallExpr>(e)) {
+    if (op->getOperator() != OO_Call || op->getNumArgs() < 1) return false;
+    return is_module_value_type(op->getArg(0)->getType(), options_);
+  }
+  return false;
+}
+
+const Expr* Semantics::called_module(const Expr* e) const {
+  e = strip(e);
+  const Expr* object = nullptr;
+  if (auto* m = dyn_cast_or_null<CXXMemberCallExpr>(e)) object = m->getImplicitObjectArgument();
+  else if (auto* op = dyn_cast_or_null<CXXOperatorCallExpr>(e); op && op->getNumArgs() > 0) object = op->getArg(0);
+  object = strip(object);
+  // model->forward(x): the object is `model.operator->()`.
+  if (auto* arrow = dyn_cast_or_null<CXXOperatorCallExpr>(object); arrow && arrow->getOperator() == OO_Arrow)
+    object = strip(arrow->getArg(0));
+  if (auto* deref = dyn_cast_or_null<UnaryOperator>(object); deref && deref->getOpcode() == UO_Deref)
+    object = strip(deref->getSubExpr());
+  if (auto* deref = dyn_cast_or_null<CXXOperatorCallExpr>(object); deref && deref->getOperator() == OO_Star &&
+                                                                  deref->getNumArgs() == 1)
+    object = strip(deref->getArg(0));
+  return object;
+}
+
+bool Semantics::is_loss_call(const Expr* e) const {
+  auto* call = dyn_cast_or_null<CallExpr>(strip(e));
+  if (!call || isa<CXXMemberCallExpr>(call) || isa<CXXOperatorCallExpr>(call)) return false;
+  const FunctionDecl* f = call->getDirectCallee();
+  if (!f || !f->getIdentifier()) return false;
+  if (std::find(options_.extra_losses.begin(), options_.extra_losses.end(), f->getName().str()) !=
+          options_.extra_losses.end() ||
+      std::find(options_.extra_losses.begin(), options_.extra_losses.end(), f->getQualifiedNameAsString()) !=
+          options_.extra_losses.end())
+    return true;
+  return in_torch_namespace(f) && is_loss_name(f->getName());
+}
+
+std::vector<const CallExpr*> Semantics::backward_calls(const Stmt* body) const {
+  BackwardFinder f;
+  if (body) f.TraverseStmt(const_cast<Stmt*>(body));
+  return f.calls;
+}
+
+bool Semantics::feeds_backward(const ValueDecl* d, const Stmt* body) const {
+  if (!body) return false;
+  std::set<const ValueDecl*> seen;
+  std::vector<const ValueDecl*> work;
+  auto add_mentions = [&](const Stmt* e) {
+    std::set<const ValueDecl*> found;
+    NamedDeclCollector c(found);
+    c.TraverseStmt(const_cast<Stmt*>(e));
+    for (const ValueDecl* v : found)
+      if (seen.insert(v).second) work.push_back(v);
+  };
+  for (const CallExpr* call : backward_calls(body)) {
+    if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) add_mentions(m->getImplicitObjectArgument());
+    else if (call->getNumArgs() > 0) add_mentions(call->getArg(0));
+  }
+  for (size_t i = 0; i < work.size() && i < 256; ++i) {
+    if (work[i] == d) return true;
+    for (const Definition& def : definitions(work[i], body)) add_mentions(def.value);
+  }
+  return seen.count(d) > 0;
+}
+
+// --- provenance -------------------------------------------------------------------
+
+Provenance Semantics::provenance(const Expr* e) const { return provenance_at_depth(e, 0); }
+
+namespace {
+Provenance merge(Provenance a, Provenance b) {
+  if (a == Provenance::Attached || b == Provenance::Attached) return Provenance::Attached;
+  if (a == Provenance::Unknown || b == Provenance::Unknown) return Provenance::Unknown;
+  return Provenance::Detached;
+}
+
+// The tensor-valued operands of a call: `a` and `b` of at::cat({a, b}), the
+// object of a method call. Scalars and options are not operands.
+void tensor_operands(const Expr* e, std::vector<const Expr*>& out, int depth = 0) {
+  if (!e || depth > 6) return;
+  const Expr* s = strip(e);
+  if (is_tensor_type(s->getType())) {
+    out.push_back(s);
+    return;
+  }
+  if (isa<InitListExpr>(s) || isa<CXXStdInitializerListExpr>(s) || isa<CXXConstructExpr>(s))
+    for (const Stmt* child : s->children())
+      if (auto* ce = dyn_cast_or_null<Expr>(child)) tensor_operands(ce, out, depth + 1);
+}
+}  // namespace
+
+Provenance Semantics::merge_operands(const Expr* e, int depth) const {
+  std::vector<const Expr*> operands;
+  if (auto* m = dyn_cast<CXXMemberCallExpr>(e)) tensor_operands(m->getImplicitObjectArgument(), operands);
+  if (auto* call = dyn_cast<CallExpr>(e))
+    for (const Expr* arg : call->arguments()) tensor_operands(arg, operands);
+  Provenance p = Provenance::Detached;
+  for (const Expr* o : operands) {
+    p = merge(p, provenance_at_depth(o, depth + 1));
+    if (p == Provenance::Attached) break;
+  }
+  return p;
+}
+
+Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
+  e = strip(e);
+  if (!e || depth > kMaxDepth) return Provenance::Unknown;
+  QualType type = e->getType();
+  if (!is_tensor_type(type)) {
+    QualType t = type.getNonReferenceType();
+    if (t->isArithmeticType()) return Provenance::Detached;
+    if (const CXXRecordDecl* r = record_of(t); r && r->getQualifiedNameAsString() == "c10::Scalar")
+      return Provenance::Detached;
+    return Provenance::Unknown;
+  }
+  if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
+    auto* v = dyn_cast<VarDecl>(ref->getDecl());
+    if (!v || isa<ParmVarDecl>(v) || !v->isLocalVarDecl()) return Provenance::Unknown;
+    const Stmt* body = enclosing_body(ref);
+    if (!body) return Provenance::Unknown;
+    std::optional<Provenance> state;
+    for (const Definition& def : definitions(v, body)) {
+      if (!before(def.statement->getBeginLoc(), ref->getBeginLoc()) || within(ref, def.statement)) continue;
+      if (def.op == "detach_") state = Provenance::Detached;
+      else if (def.op == "init" || def.op == "=") state = provenance_at_depth(def.value, depth + 1);
+      else state = merge(state.value_or(Provenance::Detached), provenance_at_depth(def.value, depth + 1));
+    }
+    if (state) return *state;
+    // Declared without an initializer: an undefined tensor until assigned.
+    return v->getInit() ? Provenance::Unknown : Provenance::Detached;
+  }
+  if (auto* cond = dyn_cast<ConditionalOperator>(e)) {
+    Provenance a = provenance_at_depth(cond->getTrueExpr(), depth + 1);
+    Provenance b = provenance_at_depth(cond->getFalseExpr(), depth + 1);
+    if (a == Provenance::Attached || b == Provenance::Attached) return Provenance::Attached;
+    return merge(a, b);
+  }
+  if (auto* construct = dyn_cast<CXXConstructExpr>(e))
+    return construct->getNumArgs() == 0 ? Provenance::Detached : Provenance::Unknown;
+  auto* call = dyn_cast<CallExpr>(e);
+  if (!call) return Provenance::Unknown;
+  if (grad_state(call) == GradState::Disabled) return Provenance::Detached;
+  if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
+    const CXXMethodDecl* md = m->getMethodDecl();
+    if (md && md->getIdentifier() && is_tensor_type(m->getImplicitObjectArgument()->getType())) {
+      llvm::StringRef name = md->getName();
+      if (name == "detach" || name == "detach_" || name == "data") return Provenance::Detached;
+    }
+  }
+  if (is_module_call(call)) return Provenance::Attached;
+  if (is_loss_call(call)) {
+    Provenance p = merge_operands(call, depth);
+    return p == Provenance::Detached ? Provenance::Detached : Provenance::Attached;
+  }
+  const FunctionDecl* callee = call->getDirectCallee();
+  const NamedDecl* owner = callee;
+  if (auto* md = dyn_cast_or_null<CXXMethodDecl>(callee)) owner = md->getParent();
+  if (in_torch_namespace(owner)) return merge_operands(call, depth);
+  return Provenance::Unknown;
+}
+
+// --- data flow ------------------------------------------------------------------
+
+std::vector<Semantics::Definition> Semantics::definitions(const ValueDecl* d, const Stmt* body) const {
+  std::vector<Definition> out;
+  if (!d || !body) return out;
+  DefinitionFinder f(d, out);
+  f.TraverseStmt(const_cast<Stmt*>(body));
+  std::stable_sort(out.begin(), out.end(), [&](const Definition& a, const Definition& b) {
+    return before(a.statement->getBeginLoc(), b.statement->getBeginLoc());
+  });
+  return out;
+}
+
+bool Semantics::mentions(const Stmt* e, const ValueDecl* d) {
+  if (!e) return false;
+  MentionFinder f(d);
+  f.TraverseStmt(const_cast<Stmt*>(e));
+  return f.found;
+}
+
+std::string Semantics::text(const Expr* e) const { return e ? text(e->getSourceRange()) : std::string(); }
+
+std::string Semantics::text(SourceRange r) const {
+  const SourceManager& sm = sources();
+  CharSourceRange range = Lexer::makeFileCharRange(CharSourceRange::getTokenRange(r), sm, ctx_.getLangOpts());
+  if (range.isInvalid()) return {};
+  return Lexer::getSourceText(range, sm, ctx_.getLangOpts()).str();
+}
+
+}  // namespace torchleak::cpp

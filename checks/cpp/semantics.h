@@ -1,0 +1,111 @@
+// What the C++ checks ask of a LibTorch program, answered from Clang's
+// resolved types rather than from spellings: which types are tensors,
+// modules, optimizers and grad-mode guards; whether autograd is enabled at a
+// statement; which values carry autograd history; loops, functions, and the
+// definitions that reach a use. The C++ counterpart of src/python/model.h.
+#pragma once
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/Decl.h>
+#include <clang/AST/DeclCXX.h>
+#include <clang/AST/Expr.h>
+#include <clang/AST/ExprCXX.h>
+#include <clang/AST/Stmt.h>
+
+#include <string>
+#include <vector>
+
+#include "checks/cpp/check.h"
+
+namespace torchleak::cpp {
+
+enum class GradState { Enabled, Disabled, Maybe };
+enum class Provenance { Attached, Detached, Unknown };
+
+// --- types --------------------------------------------------------------------
+// at::Tensor (torch::Tensor, torch::autograd::Variable), through references,
+// cv-qualifiers and aliases.
+bool is_tensor_type(clang::QualType type);
+// A class deriving from (or being) torch::nn::Module.
+bool is_module_class(const clang::CXXRecordDecl* record);
+// A value through which a module is called: a Module subclass, a pointer or
+// std::shared_ptr to one, a ModuleHolder (torch::nn::Linear, TORCH_MODULE
+// wrappers), torch::nn::AnyModule.
+bool is_module_value_type(clang::QualType type, const Options& options);
+bool is_optimizer_type(clang::QualType type, const Options& options);
+// The record a type names, through references, pointers and aliases.
+const clang::CXXRecordDecl* record_of(clang::QualType type);
+// Whether `record` is, or derives from, the class named `qualified`.
+bool derives_from(const clang::CXXRecordDecl* record, llvm::StringRef qualified);
+
+// Strips parentheses, implicit conversions, temporaries and copies.
+const clang::Expr* strip(const clang::Expr* e);
+// The variable or field an expression names (`total`, `this->total_`), or null.
+const clang::ValueDecl* named_decl(const clang::Expr* e);
+
+class Semantics {
+ public:
+  Semantics(clang::ASTContext& ctx, const Options& options) : ctx_(ctx), options_(options) {}
+
+  clang::ASTContext& context() const { return ctx_; }
+  const clang::SourceManager& sources() const { return ctx_.getSourceManager(); }
+  const Options& options() const { return options_; }
+
+  // --- structure ---------------------------------------------------------------
+  // The innermost loop (for, range-for, while, do) around `s` within its
+  // function, or null.
+  const clang::Stmt* enclosing_loop(const clang::Stmt* s) const;
+  // The body of the function or lambda `s` is in, or null.
+  const clang::Stmt* enclosing_body(const clang::Stmt* s) const;
+  const clang::FunctionDecl* enclosing_function(const clang::Stmt* s) const;
+  // Whether `inner` lies within `outer`'s source range.
+  bool within(const clang::Stmt* inner, const clang::Stmt* outer) const;
+  bool within(const clang::Decl* inner, const clang::Stmt* outer) const;
+  bool before(clang::SourceLocation a, clang::SourceLocation b) const;
+  // Whether `d` lives across iterations of `loop`: declared before it (a
+  // variable of an enclosing scope, a field, a global, a parameter) or in the
+  // init statement of a for loop.
+  bool outlives_iteration(const clang::ValueDecl* d, const clang::Stmt* loop) const;
+
+  // --- autograd ----------------------------------------------------------------
+  // Whether autograd records at `s`: NoGradGuard, InferenceMode and
+  // AutoGradMode(false) declared earlier in an enclosing block disable it.
+  GradState grad_state(const clang::Stmt* s) const;
+  Provenance provenance(const clang::Expr* e) const;
+  // A call that runs a module's forward: model->forward(x), model(x), (*model)(x).
+  bool is_module_call(const clang::Expr* e) const;
+  // The expression naming the module of a module call.
+  const clang::Expr* called_module(const clang::Expr* e) const;
+  bool is_loss_call(const clang::Expr* e) const;
+  // Whether `d`'s value flows into the receiver of a backward() call (or
+  // torch::autograd::backward / grad) anywhere in `body`.
+  bool feeds_backward(const clang::ValueDecl* d, const clang::Stmt* body) const;
+  // backward() calls (method, or torch::autograd::backward) in `body`.
+  std::vector<const clang::CallExpr*> backward_calls(const clang::Stmt* body) const;
+
+  // --- data flow ---------------------------------------------------------------
+  // The expressions assigned to `d` in `body` (initializer first, then `d = e`
+  // and `d op= e` in source order), with the operator ("=", "+=", "init").
+  struct Definition {
+    const clang::Expr* value;
+    const clang::Stmt* statement;  // the assignment, or the DeclStmt
+    std::string op;
+  };
+  std::vector<Definition> definitions(const clang::ValueDecl* d, const clang::Stmt* body) const;
+  // Whether `e` mentions `d`.
+  static bool mentions(const clang::Stmt* e, const clang::ValueDecl* d);
+
+  // The source text of `e` as written.
+  std::string text(const clang::Expr* e) const;
+  std::string text(clang::SourceRange r) const;
+
+ private:
+  Provenance provenance_at_depth(const clang::Expr* e, int depth) const;
+  Provenance merge_operands(const clang::Expr* e, int depth) const;
+  const clang::Stmt* parent_stmt(const clang::Stmt* s, const clang::Decl** decl_parent = nullptr) const;
+
+  clang::ASTContext& ctx_;
+  const Options& options_;
+};
+
+}  // namespace torchleak::cpp
