@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "checks/python/check.h"
+#include "core/suppression.h"
 
 namespace torchleak::python {
 
@@ -19,6 +20,59 @@ std::string enclosing_context(const Model& model, uint32_t byte) {
   int fn = model.function_at(byte);
   return fn < 0 ? std::string("<module>") : model.functions()[fn].qualified_name;
 }
+
+// The line of the module's first statement other than its docstring: a
+// `torchleak: skip-file` comment counts above it. 0 when there is none.
+uint32_t first_statement_line(TSNode root) {
+  uint32_t n = ts_node_named_child_count(root);
+  bool first = true;
+  for (uint32_t i = 0; i < n; ++i) {
+    TSNode s = ts_node_named_child(root, i);
+    if (kind_of(s) == Kind::Comment) continue;
+    bool docstring = first && kind_of(s) == Kind::ExpressionStatement && ts_node_named_child_count(s) == 1 &&
+                     kind_of(ts_node_named_child(s, 0)) == Kind::String;
+    first = false;
+    if (!docstring) return ts_node_start_point(s).row + 1;
+  }
+  return 0;
+}
+
+// The statement holding `node` (a compound statement's header only: what
+// precedes its first block), as its tokens joined by single spaces with
+// comments left out. Reformatting keeps it; it is what baselines fingerprint.
+std::string statement_snippet(const Model& model, TSNode node) {
+  constexpr size_t kMaxBytes = 4096;
+  TSNode statement = node;
+  for (TSNode p = ts_node_parent(statement); !is_null(p); p = ts_node_parent(p)) {
+    Kind k = kind_of(p);
+    if (k == Kind::Block || k == Kind::Module) break;
+    statement = p;
+  }
+  std::string out;
+  TSTreeCursor cursor = ts_tree_cursor_new(statement);
+  bool done = false;
+  while (!done && out.size() < kMaxBytes) {
+    TSNode n = ts_tree_cursor_current_node(&cursor);
+    Kind k = kind_of(n);
+    if (k == Kind::Block) break;
+    bool leaf = k == Kind::String || ts_node_child_count(n) == 0;
+    if (leaf && k != Kind::Comment) {
+      if (!out.empty()) out += ' ';
+      out += model.text(n);
+    }
+    if (!leaf && k != Kind::Comment && ts_tree_cursor_goto_first_child(&cursor)) continue;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        done = true;
+        break;
+      }
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+  if (out.size() > kMaxBytes) out.resize(kMaxBytes);
+  return out;
+}
+
 
 class PythonFrontend final : public LanguageFrontend {
  public:
@@ -37,12 +91,20 @@ class PythonFrontend final : public LanguageFrontend {
     for (const auto& c : model.classes()) {
       out.facts.push_back({"class", c.name, file.path, ts_node_start_point(c.node).row + 1, c.bases});
     }
+    // Comments that may hold suppressions, for the engine to apply.
+    for (TSNode c : model.comments()) {
+      if (!may_hold_directive(model.text(c))) continue;
+      TSPoint at = ts_node_start_point(c);
+      out.comments.push_back(comment_at(file.text, start_byte(c), end_byte(c), at.row + 1, at.column));
+    }
+    out.first_statement_line = first_statement_line(model.root());
     const Catalogue& catalogue = Catalogue::builtin();
     std::vector<std::pair<const RuleInfo*, const Check*>> enabled;
     for (const auto& rc : registered_checks()) {
       const RuleInfo* rule = catalogue.find(rc.rule_id);
       if (rule && config.rule_enabled(*rule)) enabled.emplace_back(rule, rc.check.get());
     }
+    for (auto [rule, check] : enabled) out.rules_run.push_back(rule->id);
     for (auto [rule, check] : enabled) {
       CheckContext ctx(model, *rule, file, out);
       check->collect(ctx);
@@ -83,6 +145,7 @@ Diagnostic CheckContext::diagnostic(TSNode node, std::string message) const {
   d.help = rule_.fix;
   d.source_line = std::string(model_.source().line_at(d.start_byte));
   d.context = enclosing_context(model_, d.start_byte);
+  d.snippet = statement_snippet(model_, node);
   return d;
 }
 

@@ -4,6 +4,7 @@
 // them, merges facts into the project index and resolves deferred findings.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -22,6 +23,21 @@ struct SourceFile {
   std::string text;  // the bytes of the file (an unsaved buffer in the editor)
 };
 
+// A comment that may hold a suppression directive, as the frontend saw it
+// (build it with comment_at in core/suppression.h). Plain data.
+struct Comment {
+  std::string text;         // with its marker: "# noqa: TL001", "// NOLINT(...)"
+  std::string line_text;    // the line it starts on, without its terminator
+  uint32_t line = 1;        // 1-based line of its first byte
+  uint32_t column = 0;      // byte column of its first byte
+  uint32_t start_byte = 0;  // [start_byte, end_byte): the comment in the file
+  uint32_t end_byte = 0;
+  // What deleting the comment removes: a comment alone on its line with the
+  // whole line, a trailing comment with the blanks before it.
+  uint32_t remove_start = 0;
+  uint32_t remove_end = 0;
+};
+
 // A finding that depends on facts from other files. `resolve` runs after the
 // first phase; it may complete the message and returns false to drop it.
 struct DeferredDiagnostic {
@@ -36,6 +52,12 @@ struct FileResult {
   std::vector<Fact> facts;
   std::optional<std::string> error;  // the file could not be analyzed: why
   std::vector<std::string> notes;    // analyzed, but with a caveat (syntax errors)
+  // Suppressions: the comments that may hold directives, the line of the first
+  // statement (a skip-file directive counts above it; 0: no statement), and
+  // the rules the frontend ran (only their suppressions can be judged unused).
+  std::vector<Comment> comments;
+  uint32_t first_statement_line = 0;
+  std::vector<std::string> rules_run;
 };
 
 class LanguageFrontend {

@@ -69,6 +69,10 @@ RuleInfo parse_entry(const std::string& file, const std::string& text) {
   r.fix = required_string(t, "fix", file);
   r.fix_availability = parse_fix(required_string(t, "fix-availability", file), file);
   r.references = string_array(t, "references", file);
+  if (const toml::node* engine = t.get("engine")) {
+    if (!engine->is_boolean()) throw std::runtime_error(fmt::format("{}: 'engine' must be a boolean", file));
+    r.engine = *engine->value<bool>();
+  }
   const toml::node* ex = t.get("example");
   if (!ex || !ex->as_table())
     throw std::runtime_error(fmt::format("{}: missing [example.<language>] tables", file));

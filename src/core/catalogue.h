@@ -33,6 +33,9 @@ struct RuleInfo {
   FixAvailability fix_availability = FixAvailability::None;
   std::vector<LanguageNote> examples;  // bad and good example per language
   std::vector<std::string> references;
+  // Reported by the engine itself rather than by a check (TL100, unused
+  // suppressions): it has no check and no fixture folder of its own.
+  bool engine = false;
 
   std::string doc_file() const;  // "TL001-accumulate-undetached.md"
 };

@@ -48,6 +48,9 @@ struct Diagnostic {
   std::string help;         // a one-line hint of the fix, specific to this finding
   std::string source_line;  // the text of line `start.line`, without its terminator
   std::string context;      // enclosing function or class, for fingerprints ("Trainer.fit")
+  // The flagged statement's tokens joined by single spaces, comments left out:
+  // what a baseline fingerprints, so that reformatting and moving keep identity.
+  std::string snippet;
   std::optional<Fix> fix;
 };
 

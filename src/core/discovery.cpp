@@ -134,6 +134,7 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
         out.errors.emplace_back(given, "not a Python or C++ source file");
         continue;
       }
+      if (options.excluded_by_config && options.excluded_by_config(root.lexically_normal().generic_string())) continue;
       add(root.lexically_normal().generic_string());
       continue;
     }
@@ -164,12 +165,14 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
         if (is_dir) {
           if (is_skipped_directory_name(name) || excluded(options.exclude, p) || is_environment_or_build(p))
             continue;
+          if (options.excluded_by_config && options.excluded_by_config(p.generic_string())) continue;
           if (options.respect_gitignore && ignore.ignored(p, true)) continue;
           stack.push_back(p);
           continue;
         }
         if (!e.is_regular_file(sec) || !handles(p.generic_string())) continue;
         if (excluded(options.exclude, p)) continue;
+        if (options.excluded_by_config && options.excluded_by_config(p.generic_string())) continue;
         if (options.respect_gitignore && ignore.ignored(p, false)) continue;
         add(p.generic_string());
       }

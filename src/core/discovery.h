@@ -3,6 +3,7 @@
 // virtual environments and build trees skipped.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,9 @@ namespace torchleak {
 struct DiscoveryOptions {
   std::vector<std::string> exclude;  // globs, matched against each path component and the whole path
   bool respect_gitignore = true;
+  // The `exclude` of configuration files, which depends on where a path lies
+  // (core/config_file.h): true to skip the file or directory.
+  std::function<bool(const std::string& path)> excluded_by_config;
 };
 
 struct DiscoveredFiles {

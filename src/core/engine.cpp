@@ -8,8 +8,10 @@
 #include <sstream>
 #include <thread>
 
+#include "core/config_file.h"
 #include "core/discovery.h"
 #include "core/project_index.h"
+#include "core/suppression.h"
 
 namespace torchleak {
 
@@ -42,6 +44,7 @@ size_t invalid_utf8_offset(std::string_view s) {
 struct Slot {
   FileResult result;
   size_t lines = 0;
+  const Config* config = nullptr;  // the settings this file was analyzed with
 };
 
 void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
@@ -88,6 +91,9 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
     };
     for (auto& d : slot.result.diagnostics) shift(d);
     for (auto& d : slot.result.deferred) shift(d.diagnostic);
+    for (auto& c : slot.result.comments) {
+      for (uint32_t* b : {&c.start_byte, &c.end_byte, &c.remove_start, &c.remove_end}) *b += 3;
+    }
   }
 }
 
@@ -114,13 +120,41 @@ unsigned effective_jobs(unsigned jobs) {
   return hw ? hw : 1;
 }
 
+// The findings of one file that its configuration and its suppression
+// comments let through, with unused suppressions (TL100) when asked for.
+void filter_file(Slot& s, std::vector<Diagnostic>& found, bool report_unused, RunResult& out) {
+  const Catalogue& catalogue = Catalogue::builtin();
+  const Config& config = *s.config;
+  const std::string& path = s.result.path;
+  auto applies = [&](const RuleInfo& rule) { return !config.rule_ignored_for(rule, path); };
+  std::erase_if(found, [&](const Diagnostic& d) {
+    const RuleInfo* rule = catalogue.find(d.rule_id);
+    return !rule || !config.rule_enabled(*rule) || !applies(*rule);
+  });
+  if (s.result.comments.empty()) return;
+  FileSuppressions suppressions(std::move(s.result.comments), s.result.first_statement_line, catalogue);
+  for (const auto& n : suppressions.notes()) out.notes.push_back({path, n});
+  if (suppressions.skip_file()) {
+    found.clear();
+    return;
+  }
+  std::erase_if(found, [&](const Diagnostic& d) { return suppressions.suppresses(d, *catalogue.find(d.rule_id)); });
+  const RuleInfo* unused_rule = catalogue.find("TL100");
+  if (!report_unused || !unused_rule || rule_listed(*unused_rule, config.ignore) || !applies(*unused_rule)) return;
+  const auto& ran = s.result.rules_run;
+  auto judged = [&](const RuleInfo& rule) {
+    return applies(rule) && std::find(ran.begin(), ran.end(), rule.id) != ran.end();
+  };
+  for (auto& d : suppressions.unused(*unused_rule, path, judged))
+    if (!suppressions.suppresses(d, *unused_rule)) found.push_back(std::move(d));
+}
+
 // Second phase: facts into the index, deferred findings resolved, filters.
-RunResult finish(std::vector<Slot>& slots, const Config& config) {
+RunResult finish(std::vector<Slot>& slots, bool report_unused) {
   RunResult out;
   ProjectIndex index;
   for (auto& s : slots) index.add_all(std::move(s.result.facts));
   index.finalize();
-  const Catalogue& catalogue = Catalogue::builtin();
   for (auto& s : slots) {
     if (s.result.error) {
       out.errors.push_back({s.result.path, *s.result.error});
@@ -129,15 +163,13 @@ RunResult finish(std::vector<Slot>& slots, const Config& config) {
     ++out.files_analyzed;
     out.lines_analyzed += s.lines;
     for (auto& n : s.result.notes) out.notes.push_back({s.result.path, n});
-    for (auto& d : s.result.diagnostics) out.diagnostics.push_back(std::move(d));
+    std::vector<Diagnostic> found = std::move(s.result.diagnostics);
     for (auto& dd : s.result.deferred) {
-      if (dd.resolve(index, dd.diagnostic)) out.diagnostics.push_back(std::move(dd.diagnostic));
+      if (dd.resolve(index, dd.diagnostic)) found.push_back(std::move(dd.diagnostic));
     }
+    filter_file(s, found, report_unused, out);
+    for (auto& d : found) out.diagnostics.push_back(std::move(d));
   }
-  std::erase_if(out.diagnostics, [&](const Diagnostic& d) {
-    const RuleInfo* rule = catalogue.find(d.rule_id);
-    return !rule || !config.rule_enabled(*rule) || config.rule_ignored_for(*rule, d.path);
-  });
   std::sort(out.diagnostics.begin(), out.diagnostics.end(), diagnostic_less);
   out.diagnostics.erase(std::unique(out.diagnostics.begin(), out.diagnostics.end(),
                                     [](const Diagnostic& a, const Diagnostic& b) {
@@ -176,11 +208,35 @@ std::string unreadable_reason(std::string_view bytes) {
 
 RunResult run(const RunOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
+  // Each file's settings: its nearest configuration file under the command
+  // line's. Resolved here, before the parallel phase, which only reads them.
+  ConfigResolver configs(options.config, options.config_file, options.use_config_files);
+  std::string fatal;
   DiscoveryOptions dopt;
   dopt.exclude = options.config.exclude;
   dopt.respect_gitignore = options.respect_gitignore;
+  dopt.excluded_by_config = [&](const std::string& path) {
+    try {
+      return fatal.empty() && configs.excluded(path);
+    } catch (const ConfigError& e) {
+      fatal = e.what();
+      return false;
+    }
+  };
   DiscoveredFiles found = discover(options.paths, dopt, any_frontend_handles);
   std::vector<Slot> slots(found.files.size());
+  for (size_t i = 0; i < slots.size() && fatal.empty(); ++i) {
+    try {
+      slots[i].config = &configs.for_file(found.files[i]);
+    } catch (const ConfigError& e) {
+      fatal = e.what();
+    }
+  }
+  if (!fatal.empty()) {
+    RunResult out;
+    out.fatal = std::move(fatal);
+    return out;
+  }
   parallel_for(found.files.size(), effective_jobs(options.jobs), [&](size_t i) {
     const std::string& path = found.files[i];
     SourceFile file{path, {}};
@@ -194,9 +250,9 @@ RunResult run(const RunOptions& options) {
         return;
       }
     }
-    analyze_one(file, options.config, slots[i]);
+    analyze_one(file, *slots[i].config, slots[i]);
   }, options.cancel);
-  RunResult out = finish(slots, options.config);
+  RunResult out = finish(slots, options.report_unused_suppressions);
   for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
   std::sort(out.errors.begin(), out.errors.end(),
             [](const FileError& a, const FileError& b) { return a.path < b.path; });
@@ -205,12 +261,14 @@ RunResult run(const RunOptions& options) {
   return out;
 }
 
-RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs) {
+RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs,
+                      bool report_unused_suppressions) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<Slot> slots(files.size());
+  for (auto& s : slots) s.config = &config;
   parallel_for(files.size(), effective_jobs(jobs), [&](size_t i) { analyze_one(files[i], config, slots[i]); },
                nullptr);
-  RunResult out = finish(slots, config);
+  RunResult out = finish(slots, report_unused_suppressions);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -24,6 +24,14 @@ struct FileError {
 struct RunOptions {
   std::vector<std::string> paths{"."};
   Config config;      // command-line settings (select, ignore, exclude, ...)
+  // Configuration files (core/config_file.h): each file is analyzed with the
+  // nearest pyproject.toml [tool.torchleak] / torchleak.toml / .torchleak.toml
+  // above it, `config` layered on top; `config_file` (--config) instead names
+  // the one file for all; `use_config_files` false reads none.
+  std::string config_file;
+  bool use_config_files = true;
+  // Report suppressions that silence nothing (TL100).
+  bool report_unused_suppressions = false;
   unsigned jobs = 0;  // 0: one per core
   bool respect_gitignore = true;
   // Buffers that take precedence over the files on disk (the editor's).
@@ -40,12 +48,15 @@ struct RunResult {
   size_t lines_analyzed = 0;
   double seconds = 0;
   bool cancelled = false;
+  // Why the run could not start (a bad configuration file), or "".
+  std::string fatal;
 };
 
 RunResult run(const RunOptions& options);
 
 // Analyzes in-memory sources as one project (tests, the language server).
-RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1);
+RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1,
+                      bool report_unused_suppressions = false);
 
 // Why `bytes` cannot be analyzed as source text, or "" when it can.
 std::string unreadable_reason(std::string_view bytes);

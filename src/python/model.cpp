@@ -160,6 +160,7 @@ struct Model::Builder {
         return add_binding(std::string(m.text(field(node, "name"))), BindingKind::NamedExpr, node,
                            field(node, "name"), field(node, "value"), -1);
       case Kind::Call: return on_call(node);
+      case Kind::Comment: m.comments_.push_back(node); return;
       case Kind::ImportStatement:
       case Kind::ImportFromStatement: return on_import(node);
       case Kind::GlobalStatement: {

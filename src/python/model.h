@@ -124,6 +124,7 @@ class Model {
   const std::vector<Loop>& loops() const { return loops_; }
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::vector<Call>& calls() const { return calls_; }
+  const std::vector<TSNode>& comments() const { return comments_; }  // in source order
 
   // --- names ---
   std::string_view text(TSNode n) const { return source_.of(n); }
@@ -203,6 +204,7 @@ class Model {
   std::vector<Binding> bindings_;
   std::vector<Call> calls_;
   std::vector<Region> regions_;
+  std::vector<TSNode> comments_;
   std::unordered_map<std::string, std::string> aliases_;
   std::unordered_map<std::string, std::vector<int>> bindings_by_name_;
   // (function, name) pairs mentioned in the subject of a backward call.

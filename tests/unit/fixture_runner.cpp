@@ -140,6 +140,7 @@ TEST(Fixtures, EveryPythonRuleHasEnoughFixtures) {
   fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
   for (const auto& rule : Catalogue::builtin().rules()) {
     if (std::find(rule.languages.begin(), rule.languages.end(), "python") == rule.languages.end()) continue;
+    if (rule.engine) continue;  // reported by the engine (TL100): tested in the unit tests
     fs::path dir = root / rule.id;
     ASSERT_TRUE(fs::is_directory(dir)) << rule.id << " has no fixtures/python/" << rule.id;
     int positive = 0, negative = 0;
