@@ -1,0 +1,1040 @@
+// TL004 missing-worker-init-fn: a DataLoader with worker processes and no
+// `worker_init_fn`, whose dataset draws from a random generator object made
+// before the workers start (`np.random.default_rng(0)` in `__init__`, a
+// module-level `random.Random()`, a transform's `torch.Generator()`). Every
+// worker receives a copy of the same generator and replays the same stream.
+//
+// Since PyTorch 1.9 each worker re-seeds `random`, `torch` and numpy's global
+// RNG itself, so numpy's global RNG only counts when target-torch-version is
+// older than 1.9.
+//
+// The dataset class usually lives in another file than the DataLoader, so the
+// work is split in two:
+//  - collect: every file records, per class, per method and per module-level
+//    function, what its code reads (self attributes, module-level names,
+//    imported names, methods it calls, numpy's global RNG) and which
+//    attributes and module-level names hold generators or other objects.
+//  - check: each DataLoader call that starts workers without a
+//    worker_init_fn is deferred with the dataset's class and constructor
+//    arguments; once every file's facts are in, the resolver follows the
+//    dataset's `__getitem__` / `__iter__` through methods, base classes,
+//    helper functions and transform objects, looking for a generator that is
+//    drawn from but never re-created or re-seeded inside the worker.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "checks/python/check.h"
+#include "core/project_index.h"
+
+namespace torchleak::python {
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Vocabulary.
+
+constexpr char kSep = '\x1f';  // separates the fields of a fact value
+
+constexpr std::string_view kClassFact = "rng-class";        // key: class name
+constexpr std::string_view kMethodFact = "rng-method";      // key: "Class.method"
+constexpr std::string_view kFunctionFact = "rng-function";  // key: module-level function name
+constexpr std::string_view kGlobalFact = "rng-global";      // key: module-level variable name
+
+// The kinds of generator objects, as written in facts.
+constexpr std::string_view kNumpyGenerator = "numpy.random.Generator";
+constexpr std::string_view kRandomState = "numpy.random.RandomState";
+constexpr std::string_view kPyRandom = "random.Random";
+constexpr std::string_view kTorchGenerator = "torch.Generator";
+
+std::string_view generator_kind(std::string_view callee) {
+  if (callee == "numpy.random.default_rng" || callee == "numpy.random.Generator") return kNumpyGenerator;
+  if (callee == "numpy.random.RandomState" || callee == "numpy.random.mtrand.RandomState") return kRandomState;
+  if (callee == "random.Random") return kPyRandom;  // random.SystemRandom reads the OS: no replay
+  if (callee == "torch.Generator" || callee == "torch._C.Generator") return kTorchGenerator;
+  return {};
+}
+
+// Functions of numpy's global RNG that draw numbers (np.random.seed does not).
+constexpr std::array<std::string_view, 34> kNumpyGlobalDraws = {
+    "rand", "randn", "randint", "random", "random_sample", "random_integers", "ranf", "sample",
+    "choice", "shuffle", "permutation", "normal", "uniform", "binomial", "poisson", "beta",
+    "gamma", "exponential", "standard_normal", "standard_exponential", "standard_gamma",
+    "standard_cauchy", "standard_t", "multivariate_normal", "multinomial", "dirichlet",
+    "lognormal", "laplace", "logistic", "geometric", "bytes", "triangular", "rayleigh", "vonmises"};
+
+// Methods that give a generator a new state: calling one inside the worker
+// means the stream no longer depends on the copy the worker received.
+constexpr std::array<std::string_view, 5> kReseedMethods = {"seed", "manual_seed", "set_state", "setstate",
+                                                            "__setstate__"};
+// Methods that read a generator without drawing from it.
+constexpr std::array<std::string_view, 4> kNonDrawMethods = {"get_state", "getstate", "initial_seed", "__getstate__"};
+
+// Entry points a worker calls.
+const std::vector<std::string> kDatasetEntries = {"__getitem__", "__getitems__", "__iter__", "__next__"};
+const std::vector<std::string> kCallableEntries = {"__call__", "forward"};
+
+template <size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool ends_with(std::string_view s, std::string_view p) {
+  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
+}
+
+bool capitalized(std::string_view dotted) {
+  std::string_view last = last_component(dotted);
+  return !last.empty() && std::isupper(static_cast<unsigned char>(last[0]));
+}
+
+std::string module_of(std::string_view qualified) {
+  auto dot = qualified.rfind('.');
+  return dot == std::string_view::npos ? std::string() : std::string(qualified.substr(0, dot));
+}
+
+std::string encode(std::initializer_list<std::string_view> fields) {
+  std::string out;
+  bool first = true;
+  for (auto f : fields) {
+    if (!first) out += kSep;
+    first = false;
+    out += f;
+  }
+  return out;
+}
+
+std::vector<std::string> split(std::string_view s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    size_t p = s.find(kSep, start);
+    out.emplace_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+// One line of source, for messages: the text of `n` if it fits on a line.
+std::string one_line(const Model& m, TSNode n) {
+  std::string_view t = m.text(n);
+  if (t.find('\n') != std::string_view::npos || t.size() > 100) return {};
+  return std::string(t);
+}
+
+// ---------------------------------------------------------------------------
+// Where a value comes from: a generator constructor, an object of some class,
+// a module-level name or function (resolved through the index), or a
+// constructor parameter (resolved against the arguments at the DataLoader).
+
+struct ValueRef {
+  char kind = 0;  // 'G' generator, 'C' object of a class, 'R' name, 'P' parameter
+  // G: generator kind, display text, line, constructor text, where created
+  // C: qualified class, path from the holder ("" the value itself, "?" unknown)
+  // R: qualified name
+  // P: parameter name, index (without self), "1" when the value is the parameter itself
+  std::array<std::string, 5> f;
+
+  std::string encoded() const {
+    std::string out(1, kind);
+    for (const auto& x : f) {
+      out += kSep;
+      out += x;
+    }
+    return out;
+  }
+  static std::optional<ValueRef> decode(const std::vector<std::string>& parts, size_t from) {
+    if (parts.size() < from + 6 || parts[from].size() != 1) return std::nullopt;
+    ValueRef r;
+    r.kind = parts[from][0];
+    for (size_t i = 0; i < 5; ++i) r.f[i] = parts[from + 1 + i];
+    return r;
+  }
+};
+
+std::string where_created(const Model& m, TSNode n) {
+  int fn = m.function_at(start_byte(n));
+  if (fn >= 0) return fmt::format("in `{}`", m.functions()[fn].qualified_name);
+  for (const Class& c : m.classes())
+    if (c.function < 0 && contains(field(c.node, "body"), start_byte(n)))
+      return fmt::format("in the body of class `{}`", c.name);
+  return "at module level";
+}
+
+// The innermost class whose body (not a method) directly holds `byte`.
+int class_body_of(const Model& m, uint32_t byte, int function) {
+  int best = -1;
+  for (size_t i = 0; i < m.classes().size(); ++i) {
+    const Class& c = m.classes()[i];
+    if (c.function == function && contains(field(c.node, "body"), byte)) best = static_cast<int>(i);
+  }
+  return best;
+}
+
+// The module-level binding of `name` (not one in a class body), if any.
+const Binding* module_binding(const Model& m, std::string_view name) {
+  const Binding* best = nullptr;
+  for (const Binding* b : m.bindings_of(name, -1)) {
+    if (b->kind == BindingKind::Global || b->kind == BindingKind::SubscriptStore) continue;
+    if (class_body_of(m, b->start, -1) >= 0) continue;
+    if (!best || b->start > best->start) best = b;
+  }
+  return best;
+}
+
+class ValueCollector {
+ public:
+  // `init` is the function whose parameters count as constructor parameters.
+  ValueCollector(const Model& m, const Function* init) : m_(m), init_(init) {}
+
+  void collect(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth = 0) const {
+    expr = unparenthesize(expr);
+    if (is_null(expr) || depth > 6) return;
+    switch (kind_of(expr)) {
+      case Kind::Call: return call(expr, std::move(path), out, depth);
+      case Kind::Identifier: return identifier(expr, path, out, depth);
+      case Kind::Attribute: {
+        // module.NAME, where `module` is an imported module.
+        std::string q = m_.qualify(expr);
+        TSNode head = expr;
+        while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
+        if (kind_of(head) != Kind::Identifier) return;
+        const Binding* b = module_binding(m_, m_.text(head));
+        if (b && b->kind == BindingKind::Import && !q.empty()) out.push_back({'R', {q}});
+        return;
+      }
+      case Kind::ConditionalExpression:
+      case Kind::BooleanOperator:
+        for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
+          collect(ts_node_named_child(expr, i), path, out, depth + 1);
+        return;
+      case Kind::List:
+      case Kind::Tuple:
+      case Kind::Set:
+      case Kind::Dictionary:
+        for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
+          collect(ts_node_named_child(expr, i), "?", out, depth + 1);
+        return;
+      default:
+        if (kind_of(expr) == Kind::Other) {  // a dictionary pair, a splat: look inside
+          for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
+            collect(ts_node_named_child(expr, i), "?", out, depth + 1);
+        }
+        return;
+    }
+  }
+
+ private:
+  void call(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth) const {
+    TSNode func = unparenthesize(field(expr, "function"));
+    // torch.Generator().manual_seed(0) returns the generator it seeds.
+    if (kind_of(func) == Kind::Attribute && kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
+        one_of(m_.text(field(func, "attribute")), kReseedMethods)) {
+      TSNode inner = unparenthesize(field(func, "object"));
+      if (!generator_kind(m_.qualify(field(inner, "function"))).empty()) return call(inner, std::move(path), out, depth);
+    }
+    std::string callee = m_.qualify(func);
+    if (std::string_view kind = generator_kind(callee); !kind.empty()) {
+      // The assignment holding it reads best: `self.rng = np.random.default_rng(0)`.
+      TSNode shown = expr;
+      for (TSNode p = ts_node_parent(expr); !is_null(p); p = ts_node_parent(p)) {
+        Kind k = kind_of(p);
+        if (k == Kind::Assignment) {
+          shown = p;
+          break;
+        }
+        if (k == Kind::Block || k == Kind::Module || k == Kind::ArgumentList) break;
+      }
+      std::string display = one_line(m_, shown);
+      if (display.empty()) display = one_line(m_, expr);
+      if (display.empty()) display = std::string(m_.text(func)) + "(...)";
+      out.push_back({'G',
+                     {std::string(kind), display, std::to_string(m_.position(expr).line),
+                      std::string(m_.text(func)), where_created(m_, expr)}});
+      return;
+    }
+    TSNode args = field(expr, "arguments");
+    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+    if (!callee.empty() && capitalized(callee)) {
+      out.push_back({'C', {callee, path}});
+      // Compose([A(), B()]) keeps its transforms in `.transforms`.
+      bool compose = last_component(callee) == "Compose";
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode a = ts_node_named_child(args, i);
+        if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+        a = unparenthesize(a);
+        if (compose && i == 0 && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
+          for (uint32_t j = 0; j < ts_node_named_child_count(a); ++j)
+            collect(ts_node_named_child(a, j), fmt::format("{}.transforms[{}]", path, j), out, depth + 1);
+          continue;
+        }
+        collect(a, "?", out, depth + 1);
+      }
+      return;
+    }
+    // A factory function: what it builds is not known here, but objects made
+    // in its arguments are held by whatever it returns.
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = ts_node_named_child(args, i);
+      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      collect(a, "?", out, depth + 1);
+    }
+  }
+
+  void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
+    std::string name(m_.text(expr));
+    if (init_) {
+      const auto& params = init_->params;
+      auto it = std::find(params.begin(), params.end(), name);
+      if (it != params.end() && it != params.begin()) {
+        out.push_back({'P', {name, std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
+        return;
+      }
+    }
+    int fn = m_.function_at(start_byte(expr));
+    const Binding* b = m_.reaching(name, start_byte(expr), fn);
+    if (b && b->function >= 0) {
+      if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
+          !is_null(b->value))
+        collect(b->value, path, out, depth + 1);
+      return;
+    }
+    // Module level: an assignment, a function or an import, resolved through
+    // the index (the name may be defined in this file or imported).
+    if (const Binding* g = module_binding(m_, name)) {
+      if (g->kind == BindingKind::Import) {
+        std::string q = m_.resolve_alias(name);
+        if (q.find('.') != std::string::npos) out.push_back({'R', {q}});
+        return;
+      }
+      out.push_back({'R', {name}});
+      return;
+    }
+    if (m_.find_function(name)) out.push_back({'R', {name}});
+  }
+
+  const Model& m_;
+  const Function* init_;
+};
+
+// ---------------------------------------------------------------------------
+// What one method or module-level function reads, as fact values:
+//   self<attr><method called on it, or "">   a read of self.<attr>
+//   reseed<attr>                             self.<attr> re-created or re-seeded here
+//   callself<method>  super<method>          self.m(...), super().m(...)
+//   ref<qualified>                           a module-level or imported name
+//   numpy<line><text>                        a draw from numpy's global RNG
+
+class FunctionReads {
+ public:
+  FunctionReads(const Model& m, const Function& f) : m_(m), f_(f) {
+    bool plain_method = f.cls >= 0 && !f.params.empty() &&
+                        std::find(f.decorators.begin(), f.decorators.end(), "staticmethod") == f.decorators.end() &&
+                        std::find(f.decorators.begin(), f.decorators.end(), "classmethod") == f.decorators.end();
+    if (plain_method) self_ = f.params[0];
+  }
+
+  std::vector<std::string> run() {
+    uint32_t begin = start_byte(f_.node), end = end_byte(f_.node);
+    writes(begin, end);
+    calls(begin, end);
+    walk();
+    return std::move(out_);
+  }
+
+ private:
+  void add(std::string v) {
+    if (seen_.insert(v).second) out_.push_back(std::move(v));
+  }
+
+  // self.<attr> = ... (or self.<attr>.x.y = ...) anywhere in the function.
+  void writes(uint32_t begin, uint32_t end) {
+    for (const Binding& b : m_.bindings()) {
+      if (b.start < begin || b.start >= end) continue;
+      if (b.kind == BindingKind::SubscriptStore || b.kind == BindingKind::Parameter) continue;
+      if (!is_null(b.target)) targets_.insert(start_byte(b.target) * 1000003ull + end_byte(b.target));
+      std::string attr = self_attribute(b.name);
+      if (!attr.empty()) add(encode({"reseed", attr}));
+    }
+  }
+
+  void calls(uint32_t begin, uint32_t end) {
+    for (const Call& c : m_.calls()) {
+      uint32_t at = start_byte(c.node);
+      if (at < begin || at >= end) continue;
+      if (!c.method.empty() && !is_null(c.receiver)) {
+        TSNode recv = unparenthesize(c.receiver);
+        if (!self_.empty() && kind_of(recv) == Kind::Identifier && m_.text(recv) == self_) {
+          add(encode({"callself", c.method}));
+        } else if (kind_of(recv) == Kind::Call && m_.qualify(field(recv, "function")) == "super") {
+          add(encode({"super", c.method}));
+        } else if (one_of(std::string_view(c.method), kReseedMethods)) {
+          std::string attr = self_attribute(m_.qualify(recv));
+          if (!attr.empty() && m_.qualify(recv) == self_ + "." + attr) add(encode({"reseed", attr}));
+        }
+      }
+      if (starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
+          one_of(last_component(c.callee), kNumpyGlobalDraws))
+        add(encode({"numpy", std::to_string(m_.position(c.node).line), std::string(m_.text(c.func))}));
+    }
+  }
+
+  // The attribute X of `self.X` or `self.X.more`; "" for anything else.
+  std::string self_attribute(std::string_view name) const {
+    if (self_.empty() || !starts_with(name, self_) || name.size() <= self_.size() + 1 || name[self_.size()] != '.')
+      return {};
+    std::string_view rest = name.substr(self_.size() + 1);
+    return std::string(rest.substr(0, rest.find('.')));
+  }
+
+  void walk() {
+    std::vector<TSNode> work{f_.body};
+    while (!work.empty()) {
+      TSNode n = work.back();
+      work.pop_back();
+      Kind k = kind_of(n);
+      if (k == Kind::Attribute) {
+        TSNode obj = unparenthesize(field(n, "object"));
+        if (!self_.empty() && kind_of(obj) == Kind::Identifier && m_.text(obj) == self_) {
+          self_read(n);
+          continue;
+        }
+      } else if (k == Kind::Identifier) {
+        identifier(n);
+        continue;
+      }
+      uint32_t count = ts_node_named_child_count(n);
+      for (uint32_t i = count; i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    }
+  }
+
+  void self_read(TSNode n) {
+    std::string attr(m_.text(field(n, "attribute")));
+    // The whole chain `self.rng.bit_generator.state` as a target is a write.
+    TSNode top = n;
+    for (TSNode p = ts_node_parent(top); kind_of(p) == Kind::Attribute && ts_node_eq(field(p, "object"), top);
+         p = ts_node_parent(top))
+      top = p;
+    if (targets_.count(start_byte(top) * 1000003ull + end_byte(top))) return;
+    std::string method;
+    TSNode p = ts_node_parent(n);
+    if (kind_of(p) == Kind::Attribute && ts_node_eq(field(p, "object"), n)) {
+      TSNode call = ts_node_parent(p);
+      if (kind_of(call) == Kind::Call && ts_node_eq(field(call, "function"), p))
+        method = std::string(m_.text(field(p, "attribute")));
+    }
+    if (one_of(std::string_view(method), kReseedMethods)) return;  // recorded by calls()
+    add(encode({"self", attr, method}));
+  }
+
+  void identifier(TSNode n) {
+    TSNode parent = ts_node_parent(n);
+    Kind pk = kind_of(parent);
+    if (pk == Kind::Attribute && !ts_node_eq(field(parent, "object"), n)) return;  // an attribute's name
+    if (pk == Kind::KeywordArgument && ts_node_eq(field(parent, "name"), n)) return;
+    std::string name(m_.text(n));
+    if (name == self_ || bound_locally(name, start_byte(n))) return;
+    if (const Binding* b = module_binding(m_, name)) {
+      if (b->kind == BindingKind::Import) {
+        std::string q = m_.resolve_alias(name);
+        // `import augment` then `augment.jitter(...)`: the dotted name.
+        if (q.find('.') == std::string::npos && pk == Kind::Attribute) q = m_.qualify(parent);
+        if (q.find('.') != std::string::npos) add(encode({"ref", q}));
+        return;
+      }
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add(encode({"ref", name}));
+      return;
+    }
+    if (m_.find_function(name)) add(encode({"ref", name}));
+  }
+
+  bool bound_locally(std::string_view name, uint32_t byte) const {
+    int outer = static_cast<int>(&f_ - m_.functions().data());
+    for (int fn = m_.function_at(byte); fn >= 0; fn = m_.functions()[fn].parent) {
+      for (const Binding* b : m_.bindings_of(name, fn))
+        if (b->kind != BindingKind::Global) return true;
+      if (fn == outer) break;
+    }
+    return false;
+  }
+
+  const Model& m_;
+  const Function& f_;
+  std::string self_;
+  std::vector<std::string> out_;
+  std::set<std::string> seen_;
+  std::set<uint64_t> targets_;
+};
+
+// ---------------------------------------------------------------------------
+// The second phase: from a dataset class to the generators its workers draw
+// from.
+
+struct SiteDataset {
+  std::string qualified;  // the class, as named at the DataLoader's file
+  std::string path;       // from `info.dataset` to it: "", ".dataset", ".datasets[1]"
+  std::map<std::string, std::vector<ValueRef>> args;  // "#0", "#1", keyword names
+};
+
+struct Candidate {
+  std::string kind;  // one of the generator kinds
+  std::string display;
+  std::string file;
+  uint32_t line = 0;
+  std::string ctor;    // the constructor as written: "np.random.default_rng"
+  std::string where;   // "in `NoisyDataset.__init__`", "at module level"
+  std::string target;  // how a worker_init_fn reaches it, "" when unknown
+  std::string holder;  // the class holding it ("" for a module-level variable)
+  std::string attr;    // the attribute or variable name
+  std::string via;     // the transform class it was reached through, if not the dataset
+};
+
+struct NumpyUse {
+  std::string file;
+  uint32_t line = 0;
+  std::string text;
+};
+
+// Whether `file` is where `module` (a dotted import path) lives: a module file,
+// a package's __init__, or a module inside the package (a re-export).
+bool module_matches(std::string_view module, std::string_view file) {
+  std::string path(file);
+  std::replace(path.begin(), path.end(), '\\', '/');
+  for (std::string_view ext : {".pyi", ".py"})
+    if (ends_with(path, ext)) {
+      path.resize(path.size() - ext.size());
+      break;
+    }
+  std::string mod(module);
+  std::replace(mod.begin(), mod.end(), '.', '/');
+  auto at_boundary = [&](std::string_view p, std::string_view suffix) {
+    return ends_with(p, suffix) && (p.size() == suffix.size() || p[p.size() - suffix.size() - 1] == '/');
+  };
+  if (at_boundary(path, mod)) return true;
+  if (ends_with(path, "/__init__") && at_boundary(std::string_view(path).substr(0, path.size() - 9), mod)) return true;
+  auto slash = path.rfind('/');
+  return slash != std::string::npos && at_boundary(std::string_view(path).substr(0, slash), mod);
+}
+
+std::string module_stem(std::string_view file) {
+  std::string path(file);
+  std::replace(path.begin(), path.end(), '\\', '/');
+  std::string_view base = std::string_view(path).substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  std::string stem(base.substr(0, base.find('.')));
+  if (stem == "__init__") {
+    std::string_view dir = std::string_view(path).substr(0, path.rfind('/'));
+    stem = std::string(dir.substr(dir.rfind('/') == std::string_view::npos ? 0 : dir.rfind('/') + 1));
+  }
+  return stem;
+}
+
+class Resolver {
+ public:
+  Resolver(const ProjectIndex& index, std::string site_file) : index_(index), site_(std::move(site_file)) {}
+
+  std::vector<Candidate> candidates;
+  std::optional<NumpyUse> numpy;
+
+  const Fact* find(std::string_view kind, std::string_view qualified, std::string_view from_file) const {
+    std::string module = module_of(qualified);
+    for (const Fact* f : index_.find(kind, last_component(qualified))) {
+      if (module.empty() ? f->file == from_file : module_matches(module, f->file)) return f;
+    }
+    return nullptr;
+  }
+
+  void dataset(const SiteDataset& d) {
+    const Fact* cls = find(kClassFact, d.qualified, site_);
+    if (!cls) return;
+    object(cls, kDatasetEntries, "info.dataset" + d.path, &d.args, "");
+  }
+
+ private:
+  struct Work {
+    const Fact* fact;       // rng-method or rng-function
+    const Fact* def_class;  // the class defining the method, null for a function
+  };
+
+  // A worker calls `entries` on an object of class `cls`; `path` is how a
+  // worker_init_fn reaches that object ("" when unknown).
+  void object(const Fact* cls, const std::vector<std::string>& entries, const std::string& path,
+              const std::map<std::string, std::vector<ValueRef>>* args, const std::string& via) {
+    if (!cls || ++objects_ > 64 || !active_.insert(cls).second) return;
+    std::vector<Work> work;
+    std::set<const Fact*> visited;
+    std::map<std::string, std::vector<std::string>> used;  // attr -> methods called on it
+    std::vector<std::string> used_order;
+    std::set<std::string> reseeded;
+    auto push_method = [&](const Fact* def, const std::string& method) {
+      if (!def) return;
+      for (const Fact* f : index_.find(kMethodFact, def->key + "." + method))
+        if (f->file == def->file && visited.insert(f).second) work.push_back({f, def});
+    };
+    for (const auto& e : entries) push_method(defining(cls, e), e);
+    auto drain = [&]() {
+      for (size_t i = 0; i < work.size(); ++i) {
+        Work w = work[i];
+        for (const auto& v : w.fact->values) {
+          auto parts = split(v);
+          const std::string& tag = parts[0];
+          if (tag == "self" && parts.size() == 3 && w.def_class) {
+            if (!used.count(parts[1])) used_order.push_back(parts[1]);
+            used[parts[1]].push_back(parts[2]);
+          } else if (tag == "reseed" && parts.size() == 2) {
+            reseeded.insert(parts[1]);
+          } else if (tag == "callself" && parts.size() == 2 && w.def_class) {
+            push_method(defining(cls, parts[1]), parts[1]);
+          } else if (tag == "super" && parts.size() == 2 && w.def_class) {
+            for (const Fact* base : bases(w.def_class)) {
+              if (const Fact* def = defining(base, parts[1])) {
+                push_method(def, parts[1]);
+                break;
+              }
+            }
+          } else if (tag == "ref" && parts.size() == 2) {
+            reference(parts[1], w.fact->file, work, visited, via);
+          } else if (tag == "numpy" && parts.size() == 3 && !numpy) {
+            numpy = NumpyUse{w.fact->file, static_cast<uint32_t>(std::stoul(parts[1])), parts[2]};
+          }
+        }
+      }
+      work.clear();
+    };
+    drain();
+    for (const auto& attr : used_order) {
+      if (reseeded.count(attr)) continue;
+      const std::vector<std::string>& methods = used[attr];
+      auto [holder, refs] = attribute(cls, attr);
+      for (const ValueRef& r : refs) {
+        std::string attr_path = path.empty() ? "" : path + "." + attr;
+        // Constructor arguments match the parameters of the class that was
+        // constructed by position, and an inherited __init__'s by name.
+        value(r, holder->file, attr_path, methods, args, holder == cls, cls->key, attr, via, work, visited);
+      }
+    }
+    drain();
+    active_.erase(cls);
+  }
+
+  // A value held in `attr` (or a module-level variable), read by a worker.
+  void value(const ValueRef& r, const std::string& file, const std::string& path,
+             const std::vector<std::string>& methods, const std::map<std::string, std::vector<ValueRef>>* args,
+             bool by_position, const std::string& holder,
+             const std::string& attr, const std::string& via, std::vector<Work>& work,
+             std::set<const Fact*>& visited) {
+    switch (r.kind) {
+      case 'G': {
+        bool draws = methods.empty() || std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
+                       return !one_of(std::string_view(m), kNonDrawMethods);
+                     });
+        if (!draws) return;
+        Candidate c;
+        c.kind = r.f[0];
+        c.display = r.f[1];
+        c.file = file;
+        c.line = static_cast<uint32_t>(std::stoul(r.f[2]));
+        c.ctor = r.f[3];
+        c.where = r.f[4];
+        c.target = path;
+        c.holder = holder;
+        c.attr = attr;
+        c.via = via;
+        candidates.push_back(std::move(c));
+        return;
+      }
+      case 'C': {
+        std::vector<std::string> entries;
+        for (const auto& m : methods)
+          if (!m.empty()) entries.push_back(m);
+        if (entries.empty() || std::find(methods.begin(), methods.end(), "") != methods.end())
+          entries.insert(entries.end(), kCallableEntries.begin(), kCallableEntries.end());
+        std::string sub = path.empty() || r.f[1] == "?" ? "" : path + r.f[1];
+        object(find(kClassFact, r.f[0], file), entries, sub, nullptr, std::string(last_component(r.f[0])));
+        return;
+      }
+      case 'R':
+        reference(r.f[0], file, work, visited, via);
+        return;
+      case 'P': {
+        if (!args) return;
+        auto given = args->find(r.f[0]);
+        if (given == args->end() && by_position) given = args->find("#" + r.f[1]);
+        if (given == args->end()) return;
+        for (const ValueRef& g : given->second) {
+          std::string sub = r.f[2] == "1" ? path : "";
+          value(g, site_, sub, methods, nullptr, false, holder, attr, via, work, visited);
+        }
+        return;
+      }
+      default: return;
+    }
+  }
+
+  // A module-level or imported name read by a worker: a helper function to
+  // follow, or a variable holding a generator or an object.
+  void reference(const std::string& qualified, const std::string& from_file, std::vector<Work>& work,
+                 std::set<const Fact*>& visited, const std::string& via) {
+    if (++references_ > 256) return;
+    if (const Fact* f = find(kFunctionFact, qualified, from_file); f && visited.insert(f).second)
+      work.push_back({f, nullptr});
+    const Fact* g = find(kGlobalFact, qualified, from_file);
+    if (!g || !visited.insert(g).second) return;
+    std::string stem = module_stem(g->file);
+    std::string path = g->file == site_ ? g->key : stem + "." + g->key;
+    for (const auto& v : g->values) {
+      auto ref = ValueRef::decode(split(v), 0);
+      if (!ref) continue;
+      value(*ref, g->file, path, {""}, nullptr, false, "", g->key, via, work, visited);
+    }
+  }
+
+  // Bases of a class, as their rng-class facts.
+  std::vector<const Fact*> bases(const Fact* cls) const {
+    std::vector<const Fact*> out;
+    for (const Fact* f : index_.find("class", cls->key)) {
+      if (f->file != cls->file || f->line != cls->line) continue;
+      for (const auto& b : f->values)
+        if (const Fact* base = find(kClassFact, b, cls->file)) out.push_back(base);
+    }
+    return out;
+  }
+
+  // The class defining `method` for an object of class `cls` (depth-first,
+  // bases in order), or null.
+  const Fact* defining(const Fact* cls, const std::string& method, int depth = 0) const {
+    if (!cls || depth > 16) return nullptr;
+    for (const auto& v : cls->values)
+      if (v == encode({"def", method})) return cls;
+    for (const Fact* base : bases(cls))
+      if (const Fact* d = defining(base, method, depth + 1)) return d;
+    return nullptr;
+  }
+
+  // What `attr` holds on an object of class `cls`: the bindings of the first
+  // class in its hierarchy that assigns it.
+  std::pair<const Fact*, std::vector<ValueRef>> attribute(const Fact* cls, const std::string& attr,
+                                                          int depth = 0) const {
+    if (!cls || depth > 16) return {cls, {}};
+    std::vector<ValueRef> refs;
+    for (const auto& v : cls->values) {
+      auto parts = split(v);
+      if (parts.size() < 3 || parts[0] != "attr" || parts[1] != attr) continue;
+      if (auto r = ValueRef::decode(parts, 2)) refs.push_back(*r);
+    }
+    if (!refs.empty()) return {cls, refs};
+    for (const Fact* base : bases(cls)) {
+      auto found = attribute(base, attr, depth + 1);
+      if (!found.second.empty()) return found;
+    }
+    return {cls, {}};
+  }
+
+  const ProjectIndex& index_;
+  std::string site_;
+  std::set<const Fact*> active_;
+  int objects_ = 0;
+  int references_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Messages.
+
+std::string location(const Candidate& c, const std::string& site) {
+  return c.file == site ? fmt::format("line {}", c.line) : fmt::format("{}:{}", c.file, c.line);
+}
+
+std::string reseed_statement(const Candidate& c, const std::string& target) {
+  if (c.kind == kNumpyGenerator) {
+    std::string ctor = ends_with(c.ctor, "default_rng") ? c.ctor : "np.random.default_rng";
+    return fmt::format("{} = {}(info.seed)", target, ctor);
+  }
+  if (c.kind == kRandomState) return fmt::format("{}.seed(info.seed % 2**32)", target);
+  if (c.kind == kPyRandom) return fmt::format("{}.seed(info.seed)", target);
+  return fmt::format("{}.manual_seed(info.seed)", target);
+}
+
+std::string generator_help(const Candidate& c) {
+  if (c.target.empty()) {
+    std::string stmt = reseed_statement(c, "<generator>");
+    return fmt::format(
+        "re-seed the `{}` of each `{}` object from `torch.utils.data.get_worker_info().seed` in a "
+        "`worker_init_fn` passed to the `DataLoader`, e.g. `info = torch.utils.data.get_worker_info(); {}`",
+        c.attr, c.via.empty() ? c.holder : c.via, stmt);
+  }
+  std::string stmt = reseed_statement(c, c.target);
+  if (c.holder.empty() && c.kind == kNumpyGenerator && c.target.find('.') == std::string::npos)
+    stmt = "global " + c.target + "; " + stmt;
+  return fmt::format(
+      "give each worker its own stream: `def worker_init_fn(worker_id): info = "
+      "torch.utils.data.get_worker_info(); {}`, then pass `worker_init_fn=worker_init_fn` to the `DataLoader`",
+      stmt);
+}
+
+// ---------------------------------------------------------------------------
+// The check.
+
+bool is_data_loader(std::string_view callee) {
+  return callee == "torch.utils.data.DataLoader" || callee == "torch.utils.data.dataloader.DataLoader";
+}
+
+bool is_torch_data(std::string_view callee, std::string_view name) {
+  return last_component(callee) == name &&
+         (callee == fmt::format("torch.utils.data.{}", name) ||
+          callee == fmt::format("torch.utils.data.dataset.{}", name));
+}
+
+class MissingWorkerInitFn final : public Check {
+ public:
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    collect_globals(ctx, m);
+    for (size_t ci = 0; ci < m.classes().size(); ++ci) collect_class(ctx, m, static_cast<int>(ci));
+    for (const Function& f : m.functions()) {
+      if (f.parent >= 0) continue;  // nested functions are read with their enclosing one
+      if (f.cls < 0) {
+        auto reads = FunctionReads(m, f).run();
+        if (!reads.empty()) ctx.fact(std::string(kFunctionFact), f.name, f.node, std::move(reads));
+      }
+    }
+  }
+
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (const Call& c : m.calls()) {
+      if (!is_data_loader(c.callee) || has_splat(m, c)) continue;
+      TSNode workers = argument(m, c, "num_workers", 5);
+      if (is_null(workers)) continue;
+      std::optional<long long> count = literal_count(m, workers);
+      if (count && *count <= 0) continue;
+      TSNode init = argument(m, c, "worker_init_fn", 10);
+      if (!is_null(init) && kind_of(unparenthesize(init)) != Kind::None) continue;
+      std::vector<SiteDataset> datasets;
+      site_datasets(m, argument(m, c, "dataset", 0), "", datasets, 0);
+      if (datasets.empty()) continue;
+      defer(ctx, c, workers, std::move(datasets));
+    }
+  }
+
+ private:
+  static void collect_globals(CheckContext& ctx, const Model& m) {
+    ValueCollector values(m, nullptr);
+    std::map<std::string, const Binding*> last;
+    for (const Binding& b : m.bindings()) {
+      if (b.function != -1 || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
+      if (class_body_of(m, b.start, -1) >= 0) continue;
+      last[b.name] = &b;
+    }
+    for (const auto& [name, b] : last) {
+      std::vector<ValueRef> refs;
+      values.collect(b->value, "", refs);
+      std::vector<std::string> encoded;
+      for (const auto& r : refs)
+        if (r.kind != 'P') encoded.push_back(r.encoded());
+      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), name, b->statement, std::move(encoded));
+    }
+  }
+
+  static void collect_class(CheckContext& ctx, const Model& m, int ci) {
+    const Class& c = m.classes()[ci];
+    std::vector<std::string> values;
+    const Function* init = m.find_method(ci, "__init__");
+    if (init && init->cls != ci) init = nullptr;
+    for (int mi : c.methods) {
+      const Function& f = m.functions()[mi];
+      values.push_back(encode({"def", f.name}));
+      FunctionReads reads(m, f);
+      auto r = reads.run();
+      if (!r.empty()) ctx.fact(std::string(kMethodFact), c.name + "." + f.name, f.node, std::move(r));
+      // self.<attr> = value anywhere in the method.
+      if (f.params.empty()) continue;
+      std::string self = f.params[0] + ".";
+      ValueCollector collector(m, &f == init ? init : nullptr);
+      for (const Binding& b : m.bindings()) {
+        if (b.start < start_byte(f.node) || b.start >= end_byte(f.node)) continue;
+        if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) continue;
+        if (b.element >= 0 || is_null(b.value) || !starts_with(b.name, self)) continue;
+        std::string attr = b.name.substr(self.size());
+        if (attr.find('.') != std::string::npos) continue;
+        std::vector<ValueRef> refs;
+        collector.collect(b.value, "", refs);
+        for (const auto& ref : refs) values.push_back(encode({"attr", attr}) + kSep + ref.encoded());
+      }
+    }
+    // Class attributes: `rng = np.random.default_rng(0)` in the class body.
+    ValueCollector collector(m, nullptr);
+    for (const Binding& b : m.bindings()) {
+      if (b.function != c.function || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
+      if (class_body_of(m, b.start, c.function) != ci || b.name.find('.') != std::string::npos) continue;
+      std::vector<ValueRef> refs;
+      collector.collect(b.value, "", refs);
+      for (const auto& ref : refs)
+        if (ref.kind == 'G') values.push_back(encode({"attr", b.name}) + kSep + ref.encoded());
+    }
+    ctx.fact(std::string(kClassFact), c.name, c.node, std::move(values));
+  }
+
+  static bool has_splat(const Model& m, const Call& c) {
+    (void)m;
+    uint32_t n = is_null(c.args) ? 0 : ts_node_named_child_count(c.args);
+    for (uint32_t i = 0; i < n; ++i) {
+      Kind k = kind_of(ts_node_named_child(c.args, i));
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return true;
+    }
+    return false;
+  }
+
+  static TSNode argument(const Model& m, const Call& c, std::string_view name, uint32_t position) {
+    TSNode a = m.keyword_argument(c, name);
+    return is_null(a) ? m.positional_argument(c, position) : a;
+  }
+
+  // The literal worker count, following one assignment of a name; nullopt
+  // when it is not a literal.
+  static std::optional<long long> literal_count(const Model& m, TSNode n) {
+    n = unparenthesize(n);
+    if (kind_of(n) == Kind::Identifier) {
+      const Binding* b = m.reaching(m.text(n), start_byte(n), m.function_at(start_byte(n)));
+      if (!b || b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) return std::nullopt;
+      n = unparenthesize(b->value);
+    }
+    if (kind_of(n) != Kind::Integer) return std::nullopt;
+    std::string digits;
+    for (char ch : m.text(n))
+      if (ch != '_') digits += ch;
+    try {
+      return std::stoll(digits, nullptr, 0);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+
+  // The dataset classes a DataLoader's dataset argument is built from.
+  static void site_datasets(const Model& m, TSNode expr, const std::string& path, std::vector<SiteDataset>& out,
+                            int depth) {
+    expr = unparenthesize(expr);
+    if (is_null(expr) || depth > 6) return;
+    switch (kind_of(expr)) {
+      case Kind::Call: {
+        std::string callee = m.qualify(field(expr, "function"));
+        Call call;
+        call.node = expr;
+        call.args = field(expr, "arguments");
+        if (is_torch_data(callee, "Subset")) {
+          return site_datasets(m, argument(m, call, "dataset", 0), path + ".dataset", out, depth + 1);
+        }
+        if (is_torch_data(callee, "ConcatDataset") || is_torch_data(callee, "ChainDataset")) {
+          TSNode list = unparenthesize(argument(m, call, "datasets", 0));
+          if (kind_of(list) != Kind::List && kind_of(list) != Kind::Tuple) return;
+          for (uint32_t i = 0; i < ts_node_named_child_count(list); ++i)
+            site_datasets(m, ts_node_named_child(list, i), fmt::format("{}.datasets[{}]", path, i), out, depth + 1);
+          return;
+        }
+        if (callee.empty() || !capitalized(callee) || !generator_kind(callee).empty()) return;
+        SiteDataset d{callee, path, {}};
+        ValueCollector values(m, nullptr);
+        uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+        uint32_t position = 0;
+        for (uint32_t i = 0; i < n; ++i) {
+          TSNode a = ts_node_named_child(call.args, i);
+          Kind k = kind_of(a);
+          if (k == Kind::ListSplat || k == Kind::DictionarySplat) break;  // later positions unknown
+          if (k == Kind::Comment) continue;
+          std::string key = k == Kind::KeywordArgument ? std::string(m.text(field(a, "name")))
+                                                       : "#" + std::to_string(position++);
+          values.collect(k == Kind::KeywordArgument ? field(a, "value") : a, "", d.args[key]);
+        }
+        out.push_back(std::move(d));
+        return;
+      }
+      case Kind::Identifier: {
+        const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.function_at(start_byte(expr)));
+        if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || is_null(b->value)) return;
+        if (b->element < 0) return site_datasets(m, b->value, path, out, depth + 1);
+        // train_set, val_set = random_split(full, [0.9, 0.1]): Subsets of `full`.
+        TSNode v = unparenthesize(b->value);
+        if (kind_of(v) != Kind::Call || !is_torch_data(m.qualify(field(v, "function")), "random_split")) return;
+        Call split;
+        split.node = v;
+        split.args = field(v, "arguments");
+        return site_datasets(m, argument(m, split, "dataset", 0), path + ".dataset", out, depth + 1);
+      }
+      case Kind::Attribute: {
+        // self.train_set, assigned once in the class.
+        std::string name = m.qualify(expr);
+        int cls = m.class_of_function(m.function_at(start_byte(expr)));
+        if (name.empty() || cls < 0) return;
+        const Binding* only = nullptr;
+        for (const Binding& b : m.bindings()) {
+          if (b.name != name || b.function < 0 || m.functions()[b.function].cls != cls) continue;
+          if (only || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) return;
+          only = &b;
+        }
+        if (only) site_datasets(m, only->value, path, out, depth + 1);
+        return;
+      }
+      default: return;
+    }
+  }
+
+  static void defer(CheckContext& ctx, const Call& c, TSNode workers, std::vector<SiteDataset> datasets) {
+    const Model& m = ctx.model();
+    std::string workers_text = fmt::format("num_workers={}", m.text(workers));
+    if (workers_text.size() > 60 || workers_text.find('\n') != std::string::npos) workers_text = "num_workers";
+    auto [major, minor] = ctx.config().torch_version();
+    bool global_numpy_counts = major < 1 || (major == 1 && minor < 9);
+    std::string version = fmt::format("{}.{}", major, minor);
+    std::string site = ctx.path();
+    Diagnostic d = ctx.diagnostic(c.node, "");
+    ctx.defer(std::move(d), [datasets = std::move(datasets), workers_text, global_numpy_counts, version, site](
+                                const ProjectIndex& index, Diagnostic& diag) {
+      for (const SiteDataset& ds : datasets) {
+        Resolver r(index, site);
+        r.dataset(ds);
+        std::string dataset(last_component(ds.qualified));
+        if (!r.candidates.empty()) {
+          const Candidate& g = r.candidates.front();
+          std::string through = g.via.empty() ? "" : fmt::format(", through `{}`,", g.via);
+          std::string what = g.holder.empty() ? fmt::format("the module-level generator `{}`", g.display)
+                                              : fmt::format("`{}`", g.display);
+          diag.message = fmt::format(
+              "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}`{} draws "
+              "from {} (created once {}, {}): every worker gets a copy of the same generator and replays the "
+              "same random numbers, every epoch",
+              workers_text, dataset, through, what, g.where, location(g, site));
+          diag.help = generator_help(g);
+          return true;
+        }
+        if (global_numpy_counts && r.numpy) {
+          std::string where = r.numpy->file == site ? fmt::format("line {}", r.numpy->line)
+                                                    : fmt::format("{}:{}", r.numpy->file, r.numpy->line);
+          diag.message = fmt::format(
+              "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}` draws from "
+              "numpy's global RNG (`{}`, {}): before PyTorch 1.9 (target-torch-version {}) every worker starts "
+              "from the same numpy seed and draws the same numbers",
+              workers_text, dataset, r.numpy->text, where, version);
+          diag.help =
+              "seed numpy in each worker: `def worker_init_fn(worker_id): "
+              "np.random.seed(torch.utils.data.get_worker_info().seed % 2**32)`, then pass "
+              "`worker_init_fn=worker_init_fn` to the `DataLoader`";
+          return true;
+        }
+      }
+      return false;
+    });
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(MissingWorkerInitFn, "TL004")
+
+}  // namespace torchleak::python
