@@ -38,6 +38,13 @@ std::vector<const Fact*> ProjectIndex::find(std::string_view kind, std::string_v
 
 bool ProjectIndex::derives_from(std::string_view class_name,
                                 const std::vector<std::string>& roots) const {
+  return derives_from(class_name, [&](std::string_view base) {
+    return std::find(roots.begin(), roots.end(), base) != roots.end();
+  });
+}
+
+bool ProjectIndex::derives_from(std::string_view class_name,
+                                const std::function<bool(std::string_view)>& is_root) const {
   std::set<std::string, std::less<>> seen;
   std::vector<std::string> work{std::string(class_name)};
   while (!work.empty()) {
@@ -46,7 +53,7 @@ bool ProjectIndex::derives_from(std::string_view class_name,
     if (!seen.insert(name).second) continue;
     for (const Fact* f : find("class", name)) {
       for (const auto& base : f->values) {
-        if (std::find(roots.begin(), roots.end(), base) != roots.end()) return true;
+        if (is_root(base)) return true;
         work.emplace_back(last_component(base));
       }
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -33,6 +34,9 @@ class ProjectIndex {
   // such as "torch.nn.Module"). Bases that are not roots are followed by
   // their last dotted component.
   bool derives_from(std::string_view class_name, const std::vector<std::string>& roots) const;
+  // The same, with the roots given by a predicate over qualified base names
+  // (a family of roots: every torch.nn class, the config's in-house models).
+  bool derives_from(std::string_view class_name, const std::function<bool(std::string_view)>& is_root) const;
 
   // Simple names of every class deriving from `class_name`, itself included.
   std::vector<std::string> subclasses_of(std::string_view class_name) const;

@@ -64,6 +64,28 @@ uint64_t node_key(TSNode n) {
   return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
 }
 
+// Builtins whose result is built from their arguments' values.
+constexpr std::array<std::string_view, 8> kPropagatingBuiltins = {"sum", "max", "min", "abs",
+                                                                  "list", "tuple", "sorted", "reversed"};
+// Tensor methods and torch functions returning (values, indices) with a dim.
+constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
+                                                            "mode", "median", "cummax", "cummin"};
+// Calls wrapping an iterable without changing what it yields.
+constexpr std::array<std::string_view, 9> kIterableWrappers = {"enumerate", "tqdm", "zip", "iter", "islice",
+                                                               "cycle", "chain", "prefetch", "track"};
+
+// The expression a binding gives its own target: the matching element of a
+// tuple display in `a, b = x, y`, else the whole value.
+TSNode element_value(const Binding& b) {
+  TSNode v = unparenthesize(b.value);
+  if (b.element < 0) return v;
+  Kind k = kind_of(v);
+  if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
+      static_cast<uint32_t>(b.element) < ts_node_named_child_count(v))
+    return ts_node_named_child(v, static_cast<uint32_t>(b.element));
+  return v;
+}
+
 bool is_capitalized(std::string_view name) {
   auto last = name.substr(name.rfind('.') == std::string_view::npos ? 0 : name.rfind('.') + 1);
   return !last.empty() && std::isupper(static_cast<unsigned char>(last[0]));
@@ -89,6 +111,9 @@ struct Model::Builder {
     uint32_t end;
   };
   std::vector<Frame> stack;
+  // The ancestors of the node being entered, kept by the walk: its parent is
+  // ancestors.back() (cheaper than ts_node_parent, which descends from the root).
+  std::vector<TSNode> ancestors;
 
   explicit Builder(Model& model) : m(model) {}
 
@@ -125,17 +150,31 @@ struct Model::Builder {
         pop_until(start_byte(node));
         enter(node);
       }
-      if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+      if (ts_tree_cursor_goto_first_child(&cursor)) {
+        ancestors.push_back(node);
+        continue;
+      }
       while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
         if (!ts_tree_cursor_goto_parent(&cursor)) {
           done = true;
           break;
         }
+        ancestors.pop_back();
       }
     }
     ts_tree_cursor_delete(&cursor);
     for (size_t i = 0; i < m.bindings_.size(); ++i)
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    // Loops are in pre-order: a loop's node encloses a later one's exactly
+    // when the later one starts before it ends.
+    m.loop_outer_.assign(m.loops_.size(), -1);
+    std::vector<int> open;
+    for (size_t i = 0; i < m.loops_.size(); ++i) {
+      uint32_t start = start_byte(m.loops_[i].node);
+      while (!open.empty() && end_byte(m.loops_[open.back()].node) <= start) open.pop_back();
+      m.loop_outer_[i] = open.empty() ? -1 : open.back();
+      open.push_back(static_cast<int>(i));
+    }
     std::sort(m.regions_.begin(), m.regions_.end(), [](const Region& a, const Region& b) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
@@ -189,7 +228,7 @@ struct Model::Builder {
     } else {
       f.qualified_name = f.name;
     }
-    TSNode parent = ts_node_parent(node);
+    TSNode parent = ancestors.empty() ? TSNode{} : ancestors.back();
     if (kind_of(parent) == Kind::DecoratedDefinition) {
       uint32_t n = ts_node_named_child_count(parent);
       for (uint32_t i = 0; i < n; ++i) {
@@ -415,6 +454,10 @@ struct Model::Builder {
       if (is_null(subject) && ts_node_named_child_count(c.args))
         subject = ts_node_named_child(c.args, 0);
       if (!is_null(subject)) mark_backward_subject(subject, c.function);
+      // accelerator.backward(loss), engine.backward(loss): the argument is the subject.
+      TSNode first = ts_node_named_child_count(c.args) ? ts_node_named_child(c.args, 0) : TSNode{};
+      if (c.method == "backward" && !is_null(first) && kind_of(first) != Kind::KeywordArgument)
+        mark_backward_subject(first, c.function);
     }
     if (!c.method.empty() && one_of(c.method, kModuleOnlyMethods)) {
       std::string recv = m.qualify(c.receiver);
@@ -472,11 +515,26 @@ struct Model::Builder {
   }
 };
 
+namespace {
+
+// One parser per thread, reused from file to file: a parser keeps its stacks
+// and buffers between parses (it resets itself after each one), which saves
+// their allocation on every file.
+TSParser* thread_parser() {
+  thread_local struct Holder {
+    TSParser* parser = ts_parser_new();
+    Holder() { ts_parser_set_language(parser, language()); }
+    ~Holder() { ts_parser_delete(parser); }
+    Holder(const Holder&) = delete;
+    Holder& operator=(const Holder&) = delete;
+  } holder;
+  return holder.parser;
+}
+
+}  // namespace
+
 Model::Model(std::string_view text, const Config& config) : source_(text), config_(config) {
-  TSParser* parser = ts_parser_new();
-  ts_parser_set_language(parser, language());
-  tree_ = ts_parser_parse_string(parser, nullptr, text.data(), static_cast<uint32_t>(text.size()));
-  ts_parser_delete(parser);
+  tree_ = ts_parser_parse_string(thread_parser(), nullptr, text.data(), static_cast<uint32_t>(text.size()));
   if (!tree_) throw std::runtime_error("the parser gave up on this file");
   Builder(*this).run();
 }
@@ -524,34 +582,44 @@ Position Model::position(TSNode n) const {
 }
 
 std::string Model::resolve_alias(std::string_view local) const {
-  auto it = aliases_.find(std::string(local));
+  auto it = aliases_.find(local);
   return it == aliases_.end() ? std::string(local) : it->second;
 }
 
 std::string Model::qualify(TSNode n) const {
   n = unparenthesize(n);
-  // Walk down the object chain iteratively: a.b.c.d
-  std::vector<std::string_view> parts;
+  // Walk down the object chain iteratively: a.b.c.d. The attribute names go
+  // to a small buffer on the stack, to the heap only for very long chains.
+  constexpr size_t kInline = 8;
+  std::array<std::string_view, kInline> parts;
+  std::vector<std::string_view> more_parts;
+  size_t count = 0;
   while (kind_of(n) == Kind::Attribute) {
-    parts.push_back(text(field(n, "attribute")));
+    std::string_view part = text(field(n, "attribute"));
+    if (count < kInline) parts[count] = part;
+    else more_parts.push_back(part);
+    ++count;
     n = unparenthesize(field(n, "object"));
   }
   if (kind_of(n) != Kind::Identifier) return {};
-  std::string out = resolve_alias(text(n));
-  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+  std::string_view head = text(n);
+  auto alias = aliases_.find(head);
+  std::string out = alias == aliases_.end() ? std::string(head) : alias->second;
+  for (size_t i = count; i-- > 0;) {
     out += '.';
-    out += *it;
+    out += i < kInline ? parts[i] : more_parts[i - kInline];
   }
   return out;
 }
 
 int Model::function_at(uint32_t byte) const {
-  int best = -1;
-  for (size_t i = 0; i < functions_.size(); ++i) {
-    if (start_byte(functions_[i].node) > byte) break;  // functions are in source order
-    if (contains(functions_[i].node, byte)) best = static_cast<int>(i);
-  }
-  return best;
+  // Functions are in source order and nest: the innermost one containing
+  // `byte` is the last one starting at or before it, or one enclosing that one.
+  auto after = std::upper_bound(functions_.begin(), functions_.end(), byte,
+                                [](uint32_t b, const Function& f) { return b < start_byte(f.node); });
+  int i = static_cast<int>(after - functions_.begin()) - 1;
+  while (i >= 0 && !contains(functions_[i].node, byte)) i = functions_[i].parent;
+  return i;
 }
 
 const Function* Model::find_method(int cls, std::string_view name) const {
@@ -597,6 +665,63 @@ bool Model::class_is_module(int cls) const {
   return false;
 }
 
+bool is_module_base(std::string_view q, const Config& config) {
+  std::string_view leaf = last_component(q);
+  for (const auto& extra : config.extra_models)
+    if (extra == q || extra == leaf) return true;
+  if (q == "torch.nn.Module" || q == "torch.nn.modules.module.Module" || q == "torch.jit.ScriptModule") return true;
+  if (starts_with(q, "torch.nn.") && !starts_with(q, "torch.nn.functional.") && !starts_with(q, "torch.nn.utils.") &&
+      !starts_with(q, "torch.nn.init.") && is_capitalized(leaf) && leaf != "Parameter" &&
+      leaf != "UninitializedParameter" && leaf != "Buffer" && leaf != "UninitializedBuffer")
+    return true;
+  if (leaf == "LightningModule" && (starts_with(q, "pytorch_lightning.") || starts_with(q, "lightning.")))
+    return true;
+  if (starts_with(q, "transformers.") && ends_with(leaf, "PreTrainedModel")) return true;
+  return starts_with(q, "torchvision.models.") && is_capitalized(leaf);
+}
+
+namespace {
+
+// Bases that are certainly not nn.Module classes: builtins, the standard
+// library's typing helpers, numpy, and torch classes that are not modules.
+bool certainly_not_module(std::string_view q) {
+  constexpr std::array<std::string_view, 12> kBuiltins = {
+      "object", "Exception", "BaseException", "ValueError", "RuntimeError", "dict",
+      "list", "tuple", "set", "str", "int", "float"};
+  if (one_of(q, kBuiltins)) return true;
+  for (std::string_view p : {"typing.", "abc.", "enum.", "collections.", "dataclasses.", "numpy.", "torch."})
+    if (starts_with(q, p)) return true;
+  return false;
+}
+
+}  // namespace
+
+ModuleAnswer Model::module_class(int cls, std::vector<std::string>* undecided) const {
+  if (cls < 0 || static_cast<size_t>(cls) >= classes_.size()) return ModuleAnswer::No;
+  std::vector<int> work{cls};
+  std::unordered_set<int> seen;
+  bool unknown = false;
+  while (!work.empty()) {
+    int c = work.back();
+    work.pop_back();
+    if (!seen.insert(c).second) continue;
+    for (const auto& base : classes_[c].bases) {
+      if (is_module_base(base, config_)) return ModuleAnswer::Yes;
+      bool local = false;
+      for (size_t i = 0; i < classes_.size(); ++i) {
+        if (classes_[i].name == base) {
+          work.push_back(static_cast<int>(i));
+          local = true;
+        }
+      }
+      if (local || certainly_not_module(base)) continue;
+      unknown = true;
+      if (undecided) undecided->push_back(base);
+    }
+  }
+  return unknown ? ModuleAnswer::Unknown : ModuleAnswer::No;
+}
+
 bool Model::function_has_decorator(int function, std::string_view qualified) const {
   if (function < 0) return false;
   const auto& d = functions_[function].decorators;
@@ -608,12 +733,13 @@ bool Model::loop_contains(int loop, uint32_t byte) const {
 }
 
 int Model::innermost_loop(uint32_t byte, int function) const {
-  int best = -1;
-  for (size_t i = 0; i < loops_.size(); ++i) {
-    if (start_byte(loops_[i].node) > byte) break;
-    if (loops_[i].function == function && loop_contains(static_cast<int>(i), byte)) best = static_cast<int>(i);
-  }
-  return best;
+  // Loops are in source order and nest: every loop containing `byte` encloses
+  // the last loop starting at or before it, innermost first along loop_outer_.
+  auto after = std::upper_bound(loops_.begin(), loops_.end(), byte,
+                                [](uint32_t b, const Loop& l) { return b < start_byte(l.node); });
+  for (int i = static_cast<int>(after - loops_.begin()) - 1; i >= 0; i = loop_outer_[i])
+    if (loops_[i].function == function && loop_contains(i, byte)) return i;
+  return -1;
 }
 
 std::vector<int> Model::enclosing_loops(uint32_t byte, int function) const {
@@ -636,7 +762,7 @@ GradState Model::grad_state(uint32_t byte) const {
 
 std::vector<const Binding*> Model::bindings_of(std::string_view name, int function) const {
   std::vector<const Binding*> out;
-  auto it = bindings_by_name_.find(std::string(name));
+  auto it = bindings_by_name_.find(name);
   if (it == bindings_by_name_.end()) return out;
   for (int i : it->second)
     if (bindings_[i].function == function) out.push_back(&bindings_[i]);
@@ -647,7 +773,7 @@ const Binding* Model::attribute_binding(std::string_view name, int function) con
   // self.x is shared by every method of the class: prefer __init__.
   int cls = class_of_function(function);
   if (cls < 0) return nullptr;
-  auto it = bindings_by_name_.find(std::string(name));
+  auto it = bindings_by_name_.find(name);
   if (it == bindings_by_name_.end()) return nullptr;
   const Binding* best = nullptr;
   for (int i : it->second) {
@@ -659,14 +785,22 @@ const Binding* Model::attribute_binding(std::string_view name, int function) con
 }
 
 const Binding* Model::reaching(std::string_view name, uint32_t use, int function) const {
-  auto it = bindings_by_name_.find(std::string(name));
+  auto it = bindings_by_name_.find(name);
   if (it == bindings_by_name_.end()) return nullptr;
   const Binding* best = nullptr;
   const Binding* module_level = nullptr;
+  const Binding* comprehension = nullptr;  // the innermost comprehension variable around `use`
   bool global = false;
   for (int i : it->second) {
     const Binding& b = bindings_[i];
     if (b.kind == BindingKind::SubscriptStore) continue;
+    // A comprehension's variables are visible only inside it.
+    if (b.kind == BindingKind::ForTarget && b.loop >= 0 && loops_[b.loop].kind == LoopKind::Comprehension) {
+      if (b.function == function && loop_contains(b.loop, use) &&
+          (!comprehension || loops_[b.loop].start >= loops_[comprehension->loop].start))
+        comprehension = &b;
+      continue;
+    }
     if (b.function == function) {
       if (b.kind == BindingKind::Global) {
         global = true;
@@ -677,6 +811,7 @@ const Binding* Model::reaching(std::string_view name, uint32_t use, int function
       if (!module_level || b.start > module_level->start) module_level = &b;
     }
   }
+  if (comprehension) return comprehension;
   if (best && !global) return best;
   if (function >= 0 && module_level) return module_level;
   return best;
@@ -715,6 +850,181 @@ bool Model::is_backward_subject(std::string_view name, int function) const {
   return backward_subjects_.count(binding_key(function, name)) > 0;
 }
 
+bool Model::mentions(TSNode expr, std::string_view name) const {
+  std::vector<TSNode> work{expr};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    if (is_null(n)) continue;
+    Kind k = kind_of(n);
+    if ((k == Kind::Identifier || k == Kind::Attribute) && qualify(n) == name) return true;
+    if (k == Kind::Identifier) continue;
+    if (k == Kind::Attribute) {  // `a.total` does not read `total`
+      work.push_back(field(n, "object"));
+      continue;
+    }
+    if (k == Kind::KeywordArgument) {  // `f(total=1)` does not read `total`
+      work.push_back(field(n, "value"));
+      continue;
+    }
+    uint32_t count = ts_node_named_child_count(n);
+    for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+  }
+  return false;
+}
+
+bool Model::feeds_backward(std::string_view name, int function) const {
+  // The functions where `name` (or what is computed from it) may be read.
+  auto nested_in = [&](int f, int outer) {
+    for (; f >= 0; f = functions_[f].parent)
+      if (f == outer) return true;
+    return false;
+  };
+  auto owning_class = [&](int f) {  // the class of a method, or of the method a function is nested in
+    for (; f >= 0; f = functions_[f].parent)
+      if (functions_[f].cls >= 0) return functions_[f].cls;
+    return -1;
+  };
+  bool global = function < 0;
+  for (const Binding* b : bindings_of(name, function)) global = global || b->kind == BindingKind::Global;
+  int cls = starts_with(name, "self.") ? owning_class(function) : -1;
+  std::vector<bool> in_scope(functions_.size() + 1, false);  // index f + 1; 0 is module level
+  in_scope[0] = global;
+  for (size_t f = 0; f < functions_.size(); ++f) {
+    int fi = static_cast<int>(f);
+    in_scope[f + 1] = global || nested_in(fi, function) || (cls >= 0 && owning_class(fi) == cls);
+  }
+
+  std::vector<std::string> work{std::string(name)};
+  std::unordered_set<std::string> seen{std::string(name)};
+  while (!work.empty()) {
+    std::string n = std::move(work.back());
+    work.pop_back();
+    for (size_t f = 0; f < in_scope.size(); ++f)
+      if (in_scope[f] && is_backward_subject(n, static_cast<int>(f) - 1)) return true;
+    for (const Binding& b : bindings_) {
+      if (!in_scope[static_cast<size_t>(b.function + 1)] || is_null(b.value) || seen.count(b.name)) continue;
+      if (b.kind == BindingKind::Parameter || b.kind == BindingKind::Import) continue;
+      if (!mentions(b.kind == BindingKind::Assign ? element_value(b) : b.value, n)) continue;
+      seen.insert(b.name);
+      work.push_back(b.name);
+    }
+  }
+  return false;
+}
+
+bool Model::reset_in_loop(std::string_view name, int loop) const {
+  if (loop < 0) return false;
+  const Loop& l = loops_[loop];
+  // `stats.total` starts afresh with `stats.total = 0` and with `stats = Stats()`.
+  for (std::string_view n = name;; n = n.substr(0, n.rfind('.'))) {
+    for (const Binding* b : bindings_of(n, l.function)) {
+      if (!loop_contains(loop, b->start)) continue;
+      switch (b->kind) {
+        case BindingKind::ForTarget:
+        case BindingKind::WithTarget: return true;
+        case BindingKind::Assign:
+        case BindingKind::NamedExpr:
+          if (is_null(b->value) || !mentions(element_value(*b), n)) return true;
+          break;
+        default: break;
+      }
+    }
+    for (const Call& c : calls_) {
+      if (c.function == l.function && c.method == "clear" && loop_contains(loop, start_byte(c.node)) &&
+          qualify(c.receiver) == n)
+        return true;
+    }
+    if (n.rfind('.') == std::string_view::npos) break;
+  }
+  return false;
+}
+
+bool Model::holds_list(std::string_view name, uint32_t use, int function) const {
+  const Binding* b = starts_with(name, "self.") ? attribute_binding(name, function) : reaching(name, use, function);
+  for (int guard = 0; b && b->kind == BindingKind::AugAssign && guard < kMaxDepth; ++guard)
+    b = reaching(name, b->start, b->function);
+  if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr && b->kind != BindingKind::Parameter))
+    return false;
+  TSNode v = element_value(*b);
+  switch (kind_of(v)) {
+    case Kind::List:
+    case Kind::ListComprehension: return true;
+    case Kind::Call: return qualify(field(v, "function")) == "list";
+    case Kind::BinaryOperator:  // [None] * n
+      return text(field(v, "operator")) == "*" &&
+             (kind_of(unparenthesize(field(v, "left"))) == Kind::List ||
+              kind_of(unparenthesize(field(v, "right"))) == Kind::List);
+    default: return false;
+  }
+}
+
+bool Model::is_data_loader(TSNode expr) const { return data_loader_at(expr, 0); }
+
+bool Model::data_loader_at(TSNode expr, int depth) const {
+  expr = unparenthesize(expr);
+  if (is_null(expr) || depth > kMaxDepth) return false;
+  switch (kind_of(expr)) {
+    case Kind::Call: {
+      std::string callee = qualify(field(expr, "function"));
+      std::string_view last = last_component(callee);
+      if (ends_with(last, "DataLoader")) return true;
+      if (!one_of(last, kIterableWrappers)) return false;
+      TSNode args = field(expr, "arguments");
+      uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode a = ts_node_named_child(args, i);
+        if (kind_of(a) != Kind::KeywordArgument && data_loader_at(a, depth + 1)) return true;
+      }
+      return false;
+    }
+    case Kind::Subscript: return data_loader_at(field(expr, "value"), depth + 1);
+    case Kind::Identifier:
+    case Kind::Attribute: {
+      std::string name = qualify(expr);
+      if (name.empty()) return false;
+      std::string leaf(last_component(name));
+      for (auto& c : leaf) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (ends_with(leaf, "loader") || leaf == "dl" || ends_with(leaf, "_dl") || ends_with(leaf, "dataset") ||
+          ends_with(leaf, "batches"))
+        return true;
+      int fn = function_at(start_byte(expr));
+      const Binding* b = kind_of(expr) == Kind::Attribute ? attribute_binding(name, fn)
+                                                          : reaching(name, start_byte(expr), fn);
+      if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || b->element >= 0)
+        return false;
+      return data_loader_at(b->value, depth + 1);
+    }
+    default: return false;
+  }
+}
+
+bool Model::is_step_loop(int loop) const {
+  if (loop < 0) return false;
+  const Loop& l = loops_[loop];
+  // Loops are in source order: the ones nested in `loop` follow it.
+  for (size_t i = static_cast<size_t>(loop); i < loops_.size(); ++i) {
+    const Loop& inner = loops_[i];
+    if (start_byte(inner.node) >= end_byte(l.node)) break;
+    if (inner.function != l.function) continue;
+    if (static_cast<int>(i) != loop && !loop_contains(loop, start_byte(inner.node))) continue;
+    if (inner.kind == LoopKind::For && is_data_loader(field(inner.node, "right"))) return true;
+    if (inner.kind != LoopKind::Comprehension) continue;
+    uint32_t n = ts_node_named_child_count(inner.node);
+    for (uint32_t j = 0; j < n; ++j) {
+      TSNode clause = ts_node_named_child(inner.node, j);
+      if (kind_of(clause) == Kind::ForInClause && is_data_loader(field(clause, "right"))) return true;
+    }
+  }
+  for (const Call& c : calls_) {
+    if (c.method != "step" || c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
+    if (is_optimizer(c.receiver)) return true;
+    TSNode first = positional_argument(c, 0);  // scaler.step(optimizer)
+    if (!is_null(first) && is_optimizer(first)) return true;
+  }
+  return false;
+}
+
 // ---------------------------------------------------------------------------
 // Provenance.
 
@@ -737,12 +1047,12 @@ Provenance Model::binding_provenance(const Binding& b, int depth) const {
   switch (b.kind) {
     case BindingKind::Assign:
     case BindingKind::NamedExpr: {
-      TSNode v = unparenthesize(b.value);
-      if (b.element >= 0) {
-        Kind k = kind_of(v);
-        if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
-            static_cast<uint32_t>(b.element) < ts_node_named_child_count(v))
-          v = ts_node_named_child(v, static_cast<uint32_t>(b.element));
+      TSNode v = element_value(b);
+      // `_, predicted = out.max(1)`: the indices carry no history.
+      if (b.element == 1 && kind_of(v) == Kind::Call && start_byte(v) == start_byte(unparenthesize(b.value))) {
+        TSNode func = unparenthesize(field(v, "function"));  // out.max(1) or torch.max(out, 1)
+        if (kind_of(func) == Kind::Attribute && one_of(text(field(func, "attribute")), kValuesIndices))
+          return Provenance::Detached;
       }
       return provenance_at(v, depth + 1);
     }
@@ -785,11 +1095,33 @@ Provenance Model::provenance_uncached(TSNode expr, int depth) const {
     }
     case Kind::Tuple:
     case Kind::List:
+    case Kind::Set:
     case Kind::ExpressionList: {
       uint32_t n = ts_node_named_child_count(expr);
       Provenance p = Provenance::Detached;
       for (uint32_t i = 0; i < n; ++i) p = join(p, provenance_at(ts_node_named_child(expr, i), depth + 1));
       return p;
+    }
+    case Kind::Dictionary: {  // the values; `**other` counts as a value
+      uint32_t n = ts_node_named_child_count(expr);
+      Provenance p = Provenance::Detached;
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode item = ts_node_named_child(expr, i);
+        if (kind_of(item) == Kind::Comment) continue;
+        TSNode value = field(item, "value");
+        if (is_null(value) && ts_node_named_child_count(item)) value = ts_node_named_child(item, 0);
+        p = join(p, provenance_at(value, depth + 1));
+      }
+      return p;
+    }
+    // A comprehension holds what its element expression computes.
+    case Kind::ListComprehension:
+    case Kind::SetComprehension:
+    case Kind::GeneratorExpression: return provenance_at(field(expr, "body"), depth + 1);
+    case Kind::DictionaryComprehension: {
+      TSNode body = field(expr, "body");
+      TSNode value = field(body, "value");
+      return provenance_at(is_null(value) ? body : value, depth + 1);
     }
     case Kind::Subscript: return provenance_at(field(expr, "value"), depth + 1);
     case Kind::Call: return call_provenance(expr, depth);
@@ -839,8 +1171,12 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
       return Provenance::Detached;
     if (starts_with(callee, "numpy.") || starts_with(callee, "math.") || starts_with(callee, "random."))
       return Provenance::Detached;
+    if (callee.find('.') == std::string::npos && one_of(std::string_view(callee), kPropagatingBuiltins) &&
+        !find_function(callee))
+      return args_provenance();
     if (starts_with(callee, "torch.")) {
       if (callee.rfind('.') == 5 && one_of(last, kTorchFactories)) return Provenance::Detached;
+      if (callee.rfind('.') == 5 && one_of(last, kNoGradMethods)) return Provenance::Detached;  // torch.argmax
       if (starts_with(callee, "torch.nn.functional.") || callee.rfind('.') == 5) return args_provenance();
     }
   }

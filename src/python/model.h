@@ -6,6 +6,7 @@
 
 #include <tree_sitter/api.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -104,6 +105,14 @@ struct Region {
   GradState state = GradState::Disabled;
 };
 
+enum class ModuleAnswer : uint8_t { No, Yes, Unknown };
+
+// Whether a qualified base-class name is a known nn.Module class: torch.nn.Module
+// and the torch.nn layers and containers, torch.jit.ScriptModule, Lightning's
+// LightningModule, transformers' PreTrainedModel, torchvision's models, and
+// the config's extra_models.
+bool is_module_base(std::string_view qualified, const Config& config);
+
 class Model {
  public:
   // Parses `text` and builds the model. The tree lives as long as the model.
@@ -143,6 +152,10 @@ class Model {
   const Class* find_class(std::string_view name) const;
   // Whether the class derives from torch.nn.Module through bases in this file.
   bool class_is_module(int cls) const;
+  // The same question with every known Module base (is_module_base), answered
+  // Unknown when only a base defined in another file can decide; those bases
+  // (qualified) go to `undecided`, for ProjectIndex::derives_from.
+  ModuleAnswer module_class(int cls, std::vector<std::string>* undecided = nullptr) const;
   bool function_has_decorator(int function, std::string_view qualified) const;
 
   // --- loops ---
@@ -150,6 +163,15 @@ class Model {
   bool loop_contains(int loop, uint32_t byte) const;
   // Loops of the same function enclosing `byte`, innermost first.
   std::vector<int> enclosing_loops(uint32_t byte, int function) const;
+  // Whether one iteration of `loop` spans at least one step over data: the
+  // loop, or a loop nested in it, iterates a data loader, or the loop calls an
+  // optimizer's step(). Loops over layers, heads, time steps or micro-batches
+  // are not step loops.
+  bool is_step_loop(int loop) const;
+  // Whether `expr` iterates a data loader: a DataLoader(...) or a name like
+  // `loader`, `val_dataloader`, `train_dl`, `dataset`, `batches`, also through
+  // enumerate(), tqdm(), zip(), iter(), islice() and bindings.
+  bool is_data_loader(TSNode expr) const;
 
   // --- grad ---
   GradState grad_state(uint32_t byte) const;
@@ -168,6 +190,21 @@ class Model {
   // Whether `.backward()` is called on an expression that mentions `name`
   // in `function` (also torch.autograd.backward / grad).
   bool is_backward_subject(std::string_view name, int function) const;
+  // Whether `name` or a value computed from it (transitively through
+  // assignments) is the subject of a backward call. An attribute `self.x` is
+  // followed through every method of the class, a global or module-level name
+  // through every function, a local through its function and the functions
+  // nested in it.
+  bool feeds_backward(std::string_view name, int function) const;
+  // A binding inside `loop` that starts `name` afresh: an assignment whose
+  // value does not read `name` (`total = 0`, `preds = []`, not `total = total
+  // + x`), a for or with target, or `name.clear()`. For `a.b`, a fresh `a`.
+  bool reset_in_loop(std::string_view name, int loop) const;
+  // Whether `name` at `use` holds a list: its binding (through augmented
+  // assignments) is `[...]`, a list comprehension or `list(...)`.
+  bool holds_list(std::string_view name, uint32_t use, int function) const;
+  // Whether `expr` reads `name` (an identifier or an attribute chain).
+  bool mentions(TSNode expr, std::string_view name) const;
 
   // --- values ---
   Provenance provenance(TSNode expr) const;
@@ -193,6 +230,7 @@ class Model {
   bool named_like(std::string_view name, std::initializer_list<std::string_view> exact,
                   std::initializer_list<std::string_view> suffixes) const;
   const Binding* attribute_binding(std::string_view name, int function) const;
+  bool data_loader_at(TSNode expr, int depth) const;
 
   SourceText source_;
   const Config& config_;
@@ -205,8 +243,17 @@ class Model {
   std::vector<Call> calls_;
   std::vector<Region> regions_;
   std::vector<TSNode> comments_;
-  std::unordered_map<std::string, std::string> aliases_;
-  std::unordered_map<std::string, std::vector<int>> bindings_by_name_;
+  // Hashing that accepts a string_view: lookups by a name in the source text
+  // need no temporary std::string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, std::string, NameHash, std::equal_to<>> aliases_;
+  std::unordered_map<std::string, std::vector<int>, NameHash, std::equal_to<>> bindings_by_name_;
+  // For each loop, the innermost loop whose node encloses it, whatever the
+  // function or class in between (-1 for none): innermost_loop walks it.
+  std::vector<int> loop_outer_;
   // (function, name) pairs mentioned in the subject of a backward call.
   std::unordered_set<std::string> backward_subjects_;
   // Names on which a Module-only method is called (parameters(), ...).

@@ -1,0 +1,513 @@
+// TL003 module-tensor-cache: in `forward` of an nn.Module (or in a method that
+// forward calls), a tensor that carries autograd history is stored on `self`
+// without `.detach()`. The module then keeps the graph of its last forward
+// alive between calls, or the graph of every call when the store appends to a
+// container or updates a buffer in place.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> kContainerStores = {"append", "extend", "insert", "appendleft"};
+// Tensor methods that build a fresh tensor without history, whatever the receiver.
+constexpr std::array<std::string_view, 5> kFreshTensorMethods = {"new_zeros", "new_ones", "new_empty",
+                                                                 "new_full", "new_tensor"};
+// In-place methods that never write a value into the receiver.
+constexpr std::array<std::string_view, 3> kInPlaceNoValue = {"requires_grad_", "detach_", "share_memory_"};
+// Builtins that return one of their tensor arguments (or a sum of them).
+constexpr std::array<std::string_view, 4> kPassThroughBuiltins = {"sum", "max", "min", "abs"};
+
+template <size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool mentions(std::string_view haystack, std::initializer_list<std::string_view> needles) {
+  std::string l = lower(haystack);
+  return std::any_of(needles.begin(), needles.end(),
+                     [&](std::string_view n) { return l.find(n) != std::string::npos; });
+}
+
+// Attributes meant to carry history out of forward: an auxiliary loss, a KL
+// term or a penalty that the training loop adds to its loss and backpropagates.
+bool meant_for_backward(std::string_view attribute) {
+  return mentions(last_component(attribute), {"loss", "kl", "penalty", "regulari"});
+}
+
+bool is_in_place(std::string_view method) {
+  return method.size() > 1 && method.back() == '_' && method.front() != '_' && !one_of(method, kInPlaceNoValue);
+}
+
+uint64_t node_key(TSNode n, int fn) {
+  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 12) ^
+         (uint64_t{ts_node_symbol(n)} << 4) ^ static_cast<uint64_t>(fn + 1) * 0x9E3779B97F4A7C15ull;
+}
+
+// Which values in the methods reachable from forward may carry autograd
+// history: the model's provenance, extended with forward's tensor inputs (a
+// module's input is usually the output of another layer) and the parameters
+// of helpers that forward passes such values to.
+class Taint {
+ public:
+  explicit Taint(const Model& m) : m_(m) {}
+
+  bool add_input(int fn, const std::string& name) {
+    if (!inputs_[fn].insert(name).second) return false;
+    memo_.clear();
+    return true;
+  }
+
+  bool of(TSNode e, int fn) { return at(e, fn, 0); }
+
+ private:
+  static constexpr int kMaxDepth = 32;
+
+  bool at(TSNode e, int fn, int depth) {
+    e = unparenthesize(e);
+    if (is_null(e) || depth > kMaxDepth) return false;
+    Provenance p = m_.provenance(e);
+    if (p != Provenance::Unknown) return p == Provenance::Attached;
+    uint64_t key = node_key(e, fn);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    if (!in_progress_.insert(key).second) return false;
+    bool t = uncached(e, fn, depth);
+    in_progress_.erase(key);
+    memo_[key] = t;
+    return t;
+  }
+
+  bool any_child(TSNode e, int fn, int depth) {
+    uint32_t n = ts_node_named_child_count(e);
+    for (uint32_t i = 0; i < n; ++i)
+      if (at(ts_node_named_child(e, i), fn, depth + 1)) return true;
+    return false;
+  }
+
+  bool uncached(TSNode e, int fn, int depth) {
+    switch (kind_of(e)) {
+      case Kind::Identifier: return identifier(e, fn, depth);
+      case Kind::Attribute: {
+        // `self.x` is the model's business (Unknown there means not known to carry history).
+        TSNode object = unparenthesize(field(e, "object"));
+        if (kind_of(object) == Kind::Identifier && fn >= 0 && !m_.functions()[fn].params.empty() &&
+            m_.text(object) == m_.functions()[fn].params.front())
+          return false;
+        return at(object, fn, depth + 1);
+      }
+      case Kind::Subscript: return at(field(e, "value"), fn, depth + 1);
+      case Kind::BinaryOperator:
+      case Kind::BooleanOperator:
+        return at(field(e, "left"), fn, depth + 1) || at(field(e, "right"), fn, depth + 1);
+      case Kind::UnaryOperator:
+      case Kind::Await: {
+        uint32_t n = ts_node_named_child_count(e);
+        return n && at(ts_node_named_child(e, n - 1), fn, depth + 1);
+      }
+      case Kind::ConditionalExpression: {
+        uint32_t n = ts_node_named_child_count(e);
+        return n >= 3 && (at(ts_node_named_child(e, 0), fn, depth + 1) || at(ts_node_named_child(e, 2), fn, depth + 1));
+      }
+      case Kind::Tuple:
+      case Kind::List:
+      case Kind::ExpressionList: return any_child(e, fn, depth);
+      case Kind::Dictionary: {
+        uint32_t n = ts_node_named_child_count(e);
+        for (uint32_t i = 0; i < n; ++i) {
+          TSNode v = field(ts_node_named_child(e, i), "value");
+          if (!is_null(v) && at(v, fn, depth + 1)) return true;
+        }
+        return false;
+      }
+      case Kind::ListComprehension:
+      case Kind::GeneratorExpression: {
+        TSNode body = field(e, "body");
+        return !is_null(body) && at(body, fn, depth + 1);
+      }
+      case Kind::Call: return call(e, fn, depth);
+      default: return false;
+    }
+  }
+
+  bool identifier(TSNode e, int fn, int depth) {
+    std::string_view name = m_.text(e);
+    const Binding* b = m_.reaching(name, start_byte(e), fn);
+    if (!b || b->function != fn) return false;  // module-level names are not inputs
+    switch (b->kind) {
+      case BindingKind::Parameter: return inputs_[fn].count(std::string(name)) > 0;
+      case BindingKind::Assign:
+      case BindingKind::NamedExpr:
+      case BindingKind::AugAssign: {
+        TSNode v = unparenthesize(b->value);
+        if (b->element >= 0) {
+          Kind k = kind_of(v);
+          if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
+              static_cast<uint32_t>(b->element) < ts_node_named_child_count(v))
+            v = ts_node_named_child(v, static_cast<uint32_t>(b->element));
+        }
+        return at(v, fn, depth + 1);
+      }
+      case BindingKind::ForTarget: return at(field(b->statement, "right"), fn, depth + 1);
+      default: return false;
+    }
+  }
+
+  bool arguments(TSNode call, int fn, int depth) {
+    TSNode args = field(call, "arguments");
+    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = ts_node_named_child(args, i);
+      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      if (at(a, fn, depth + 1)) return true;
+    }
+    return false;
+  }
+
+  bool call(TSNode e, int fn, int depth) {
+    TSNode func = unparenthesize(field(e, "function"));
+    std::string callee = m_.qualify(func);
+    if (starts_with(callee, "torch.")) {
+      // torch functions propagate history from their arguments; constructors
+      // (torch.nn.Linear(...)) build modules, not values.
+      std::string_view leaf = last_component(callee);
+      return !leaf.empty() && std::islower(static_cast<unsigned char>(leaf[0])) && arguments(e, fn, depth);
+    }
+    if (kind_of(func) == Kind::Attribute) {
+      std::string_view method = m_.text(field(func, "attribute"));
+      if (one_of(method, kFreshTensorMethods)) return false;
+      TSNode receiver = unparenthesize(field(func, "object"));
+      bool self_call = kind_of(receiver) == Kind::Identifier && fn >= 0 && !m_.functions()[fn].params.empty() &&
+                       m_.text(receiver) == m_.functions()[fn].params.front();
+      // A helper method returns what it computes from its arguments; a
+      // submodule the model could not resolve (set up by a base class) too.
+      if (self_call) return arguments(e, fn, depth);
+      return at(receiver, fn, depth + 1);  // a tensor method keeps its receiver's history
+    }
+    if (kind_of(func) != Kind::Identifier) return false;
+    std::string_view name = m_.text(func);
+    // `for layer in self.layers: x = layer(x)`, a function of this file, sum(...).
+    const Binding* b = m_.reaching(name, start_byte(func), fn);
+    bool layer = b && b->kind == BindingKind::ForTarget;
+    bool local = m_.find_function(name) != nullptr;
+    if (!layer && !local && !one_of(name, kPassThroughBuiltins)) return false;
+    return arguments(e, fn, depth);
+  }
+
+  const Model& m_;
+  std::unordered_map<int, std::unordered_set<std::string>> inputs_;
+  std::unordered_map<uint64_t, bool> memo_;
+  std::unordered_set<uint64_t> in_progress_;
+};
+
+// A parameter of forward that holds a tensor which may carry history: not
+// annotated or defaulted as a plain Python value, and not named as one of the
+// integer or boolean tensors a model receives (labels, lengths, masks, indices).
+bool tensor_input(const Model& m, int fn, const std::string& name) {
+  std::string l = lower(name);
+  for (std::string_view n : {"mask", "length", "lens", "ids", "idx", "index", "indices", "label", "target", "step",
+                             "epoch", "seq_len"}) {
+    if (l.find(n) != std::string::npos) return false;
+  }
+  for (const Binding* b : m.bindings_of(name, fn)) {
+    if (b->kind != BindingKind::Parameter) continue;
+    TSNode p = b->statement;
+    TSNode type = field(p, "type");
+    if (!is_null(type) && m.text(type).find("Tensor") == std::string_view::npos) return false;
+    Kind d = kind_of(unparenthesize(b->value));
+    if (!is_null(b->value) && d != Kind::None &&
+        (d == Kind::Integer || d == Kind::Float || d == Kind::String || d == Kind::True || d == Kind::False))
+      return false;
+  }
+  return true;
+}
+
+bool is_static(const Function& f) {
+  return std::any_of(f.decorators.begin(), f.decorators.end(),
+                     [](const std::string& d) { return d == "staticmethod" || d == "classmethod"; });
+}
+
+// The value a binding stores: the matching element of a tuple on the right,
+// else the whole right side; a null node when it cannot be told apart.
+TSNode stored_value(const Binding& b) {
+  TSNode v = unparenthesize(b.value);
+  if (b.element < 0) return v;
+  Kind k = kind_of(v);
+  if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
+      static_cast<uint32_t>(b.element) < ts_node_named_child_count(v))
+    return ts_node_named_child(v, static_cast<uint32_t>(b.element));
+  return v;
+}
+
+bool element_of_unpacked_call(const Binding& b) {
+  if (b.element < 0) return false;
+  Kind k = kind_of(unparenthesize(b.value));
+  return k != Kind::Tuple && k != Kind::ExpressionList && k != Kind::List;
+}
+
+// `self.total += v` or `self.total = self.total + v` inside a loop: TL001's finding.
+bool loop_accumulation(const Model& m, const Binding& b) {
+  if (b.loop < 0) return false;
+  if (b.kind == BindingKind::AugAssign) return b.op == "+=" || b.op == "-=";
+  TSNode v = unparenthesize(b.value);
+  if (b.kind != BindingKind::Assign || kind_of(v) != Kind::BinaryOperator) return false;
+  return m.qualify(field(v, "left")) == b.name || m.qualify(field(v, "right")) == b.name;
+}
+
+enum class StoreKind : uint8_t { Assign, Accumulate, Container, InPlace };
+
+struct Store {
+  TSNode where{};              // the reported node: the target, or the storing call
+  StoreKind kind = StoreKind::Assign;
+  std::string attribute;       // "self.cache"
+  std::vector<TSNode> values;  // the stored values that carry history
+  std::vector<Edit> edits;     // `.detach()` on each; empty when no edit is right
+};
+
+class ModuleTensorCache final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    auto config = std::make_shared<Config>(ctx.config());
+    std::set<uint32_t> reported;
+    for (size_t c = 0; c < m.classes().size(); ++c) {
+      const Class& cls = m.classes()[c];
+      std::vector<std::string> undecided;
+      ModuleAnswer module = m.module_class(static_cast<int>(c), &undecided);
+      if (module == ModuleAnswer::No) continue;
+      auto forward = std::find_if(cls.methods.begin(), cls.methods.end(),
+                                  [&](int f) { return m.functions()[f].name == "forward"; });
+      if (forward == cls.methods.end()) continue;
+      for (const auto& [fn, stores] : stores_from(m, static_cast<int>(c), *forward)) {
+        for (const Store& s : stores) {
+          if (!reported.insert(start_byte(s.where)).second) continue;
+          Diagnostic d = diagnostic(ctx, s, fn, *forward);
+          if (module == ModuleAnswer::Yes) {
+            ctx.report(std::move(d));
+            continue;
+          }
+          ctx.defer(std::move(d), [undecided, config](const ProjectIndex& index, Diagnostic&) {
+            auto root = [&](std::string_view base) { return is_module_base(base, *config); };
+            return std::any_of(undecided.begin(), undecided.end(), [&](const std::string& base) {
+              return index.derives_from(last_component(base), root);
+            });
+          });
+        }
+      }
+    }
+  }
+
+ private:
+  // The methods forward reaches through `self.method(...)`, with the
+  // parameters that receive values carrying history, and their stores.
+  static std::map<int, std::vector<Store>> stores_from(const Model& m, int cls, int forward) {
+    Taint taint(m);
+    const Function& fwd = m.functions()[forward];
+    for (size_t i = 1; i < fwd.params.size(); ++i)
+      if (tensor_input(m, forward, fwd.params[i])) taint.add_input(forward, fwd.params[i]);
+    std::vector<int> reached{forward};
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t r = 0; r < reached.size(); ++r) {
+        int fn = reached[r];
+        for (const Call& call : m.calls()) {
+          if (call.function != fn || !is_self(m, fn, call.receiver)) continue;
+          const Function* helper = m.find_method(cls, call.method);
+          if (!helper) continue;
+          int h = static_cast<int>(helper - m.functions().data());
+          if (std::find(reached.begin(), reached.end(), h) == reached.end()) {
+            reached.push_back(h);
+            changed = true;
+          }
+          changed |= pass_arguments(m, taint, call, fn, *helper, h);
+        }
+      }
+    }
+    std::map<int, std::vector<Store>> out;
+    for (int fn : reached) {
+      const Function& f = m.functions()[fn];
+      if (f.params.empty() || is_static(f)) continue;
+      std::vector<Store> stores = stores_in(m, taint, fn, f.params.front() + ".");
+      if (!stores.empty()) out[fn] = std::move(stores);
+    }
+    return out;
+  }
+
+  static bool is_self(const Model& m, int fn, TSNode receiver) {
+    if (fn < 0 || is_null(receiver) || kind_of(receiver) != Kind::Identifier) return false;
+    const Function& f = m.functions()[fn];
+    return !f.params.empty() && !is_static(f) && m.text(receiver) == f.params.front();
+  }
+
+  // Marks the helper's parameters that receive a value carrying history.
+  static bool pass_arguments(const Model& m, Taint& taint, const Call& call, int caller, const Function& helper,
+                             int h) {
+    bool changed = false;
+    size_t offset = is_static(helper) ? 0 : 1;
+    uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+    size_t position = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = ts_node_named_child(call.args, i);
+      Kind k = kind_of(a);
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) break;  // positions unknown from here
+      if (k == Kind::Comment) continue;
+      std::string param;
+      TSNode value = a;
+      if (k == Kind::KeywordArgument) {
+        param = std::string(m.text(field(a, "name")));
+        value = field(a, "value");
+      } else if (position + offset < helper.params.size()) {
+        param = helper.params[position++ + offset];
+      }
+      if (param.empty() || std::find(helper.params.begin(), helper.params.end(), param) == helper.params.end())
+        continue;
+      if (taint.of(value, caller)) changed |= taint.add_input(h, param);
+    }
+    return changed;
+  }
+
+  static std::vector<Store> stores_in(const Model& m, Taint& taint, int fn, const std::string& prefix) {
+    std::vector<Store> out;
+    for (const Binding& b : m.bindings()) {
+      if (b.function != fn || !starts_with(b.name, prefix)) continue;
+      if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign && b.kind != BindingKind::SubscriptStore)
+        continue;
+      if (meant_for_backward(b.name) || loop_accumulation(m, b)) continue;
+      if (m.grad_state(b.start) != GradState::Enabled) continue;
+      TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
+      if (is_null(v) || !taint.of(v, fn)) continue;
+      Store s;
+      s.where = b.target;
+      s.kind = b.kind == BindingKind::AugAssign ? StoreKind::Accumulate : StoreKind::Assign;
+      s.attribute = b.name;
+      s.values.push_back(v);
+      // `out, self.hidden = self.lstm(x)`: the stored element is not an expression of its own.
+      if (!element_of_unpacked_call(b)) detach_edits(m, taint, v, fn, s.edits);
+      out.push_back(std::move(s));
+    }
+    for (const Call& call : m.calls()) {
+      if (call.function != fn || is_null(call.receiver)) continue;
+      if (m.grad_state(start_byte(call.node)) != GradState::Enabled) continue;
+      bool container = one_of(std::string_view(call.method), kContainerStores);
+      if (!container && !is_in_place(call.method)) continue;
+      // The attribute written: `self.history.append(h)`, `self.buf.mul_(m).add_(v)`.
+      TSNode base = unparenthesize(call.receiver);
+      while (!container && kind_of(base) == Kind::Call && kind_of(field(base, "function")) == Kind::Attribute &&
+             is_in_place(m.text(field(field(base, "function"), "attribute"))))
+        base = unparenthesize(field(field(base, "function"), "object"));
+      std::string attribute = m.qualify(base);
+      if (!starts_with(attribute, prefix) || meant_for_backward(attribute)) continue;
+      Store s;
+      s.where = call.node;
+      s.kind = container ? StoreKind::Container : StoreKind::InPlace;
+      s.attribute = attribute;
+      bool fixable = true;
+      uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
+      uint32_t position = 0;
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode a = ts_node_named_child(call.args, i);
+        Kind k = kind_of(a);
+        if (k == Kind::Comment) continue;
+        bool index_of_insert = call.method == "insert" && k != Kind::KeywordArgument && position++ == 0;
+        if (index_of_insert) continue;
+        if (k == Kind::KeywordArgument) a = field(a, "value");
+        if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+          fixable = false;
+          a = ts_node_named_child(a, 0);
+        }
+        if (taint.of(a, fn)) s.values.push_back(a);
+      }
+      for (TSNode v : s.values)
+        if (fixable) detach_edits(m, taint, v, fn, s.edits);
+      if (!fixable) s.edits.clear();
+      std::sort(s.edits.begin(), s.edits.end(),
+                [](const Edit& a, const Edit& b) { return a.start_byte < b.start_byte; });
+      if (!s.values.empty()) out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  // Edits that detach `v`: each element of a literal tuple, list or dict
+  // that carries history, else `v` itself.
+  static void detach_edits(const Model& m, Taint& taint, TSNode v, int fn, std::vector<Edit>& edits) {
+    v = unparenthesize(v);
+    Kind k = kind_of(v);
+    if (k == Kind::Tuple || k == Kind::List || k == Kind::Dictionary) {
+      uint32_t n = ts_node_named_child_count(v);
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode e = ts_node_named_child(v, i);
+        if (k == Kind::Dictionary) e = field(e, "value");
+        if (!is_null(e) && taint.of(e, fn)) detach_edits(m, taint, e, fn, edits);
+      }
+      return;
+    }
+    auto e = append_call_edits(m, v, ".detach()");
+    edits.insert(edits.end(), e.begin(), e.end());
+  }
+
+  static Diagnostic diagnostic(CheckContext& ctx, const Store& s, int fn, int forward) {
+    const Model& m = ctx.model();
+    const Function& f = m.functions()[fn];
+    std::string value(m.text(s.values.front()));
+    std::string where =
+        fn == forward ? "" : fmt::format(" (`{}` runs in `{}`)", f.name, m.functions()[forward].qualified_name);
+    std::string message;
+    switch (s.kind) {
+      case StoreKind::Container:
+        message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module{}: every forward "
+                              "adds its graph to `{}` and memory grows with each call",
+                              s.attribute, value, where, s.attribute);
+        break;
+      case StoreKind::InPlace:
+        message = fmt::format("`{}` is updated in place with `{}`, which carries autograd history{}: the buffer "
+                              "joins the graph and chains every forward's graph to the next",
+                              s.attribute, value, where);
+        break;
+      case StoreKind::Accumulate:
+        message = fmt::format("`{}` accumulates `{}`, which carries autograd history, on the module{}: every "
+                              "forward's graph stays alive as long as the module does",
+                              s.attribute, value, where);
+        break;
+      case StoreKind::Assign:
+        message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module{}: the graph of the "
+                              "last forward stays alive between calls, and joins the next one if it reads `{}`",
+                              s.attribute, value, where, s.attribute);
+        break;
+    }
+    Diagnostic d = ctx.diagnostic(s.where, std::move(message));
+    if (s.edits.empty()) {
+      d.help = fmt::format("store a detached copy: detach `{}` after this line (for an LSTM state, "
+                           "`tuple(h.detach() for h in {})`)",
+                           s.attribute, s.attribute);
+      return d;
+    }
+    d.help = fmt::format("store `{}` detached (`.detach()`), or compute it under `torch.no_grad()`", value);
+    // Unsafe: a value stored to be backpropagated later would silently lose its gradient.
+    d.fix = Fix{"Detach the value stored on the module", FixSafety::Unsafe, s.edits};
+    return d;
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(ModuleTensorCache, "TL003")
+
+}  // namespace torchleak::python
