@@ -1,0 +1,143 @@
+// TL002 append-undetached: `losses.push_back(loss)` (emplace_back, insert)
+// into a container that outlives the loop iteration, or `acc =
+// torch::cat({acc, out})`, where the value carries autograd history.
+#include <fmt/format.h>
+
+#include "checks/cpp/check.h"
+#include "checks/cpp/fixes.h"
+#include "checks/cpp/semantics.h"
+
+namespace torchleak::cpp {
+
+namespace {
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+class AppendUndetached final : public Check {
+ public:
+  void register_matchers(MatchFinder& finder, MatchFinder::MatchCallback* callback) const override {
+    finder.addMatcher(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("push_back", "emplace_back", "insert",
+                                                                        "push_front", "emplace_front", "emplace"))))
+                          .bind("append"),
+                      callback);
+    finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assign"), callback);
+  }
+
+  void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
+    Semantics sem(*result.Context, options);
+    if (auto* call = result.Nodes.getNodeAs<CXXMemberCallExpr>("append")) return appended(sem, result, call, sink);
+    if (auto* op = result.Nodes.getNodeAs<CXXOperatorCallExpr>("assign")) return concatenated(sem, result, op, sink);
+  }
+
+ private:
+  static void appended(const Semantics& sem, const MatchFinder::MatchResult& result, const CXXMemberCallExpr* call,
+                       Sink& sink) {
+    const Expr* object = call->getImplicitObjectArgument();
+    if (!object || is_tensor_type(object->getType())) return;
+    const ValueDecl* container = named_decl(object);
+    if (!container || !record_of(container->getType())) return;
+    // The value stored: the tensor argument that carries history.
+    const Expr* value = nullptr;
+    for (const Expr* arg : call->arguments()) {
+      const Expr* a = strip(arg);
+      if (!is_tensor_type(a->getType())) continue;
+      if (sem.provenance(a) == Provenance::Attached) {
+        value = arg;
+        break;
+      }
+    }
+    if (!value || !kept_across_iterations(sem, container, call)) return;
+    std::string name = sem.text(object), text = sem.text(value);
+    Finding f;
+    f.range = call->getSourceRange();
+    f.message = fmt::format(
+        "`{}` collects `{}`, which carries autograd history: every iteration's graph stays alive as long as "
+        "`{}` does",
+        name, text, name);
+    finish(f, value, text, result);
+    sink.report(result, std::move(f));
+  }
+
+  static void concatenated(const Semantics& sem, const MatchFinder::MatchResult& result,
+                           const CXXOperatorCallExpr* op, Sink& sink) {
+    if (op->getNumArgs() != 2 || !is_tensor_type(op->getArg(0)->getType())) return;
+    const ValueDecl* acc = named_decl(op->getArg(0));
+    auto* cat = dyn_cast_or_null<CallExpr>(strip(op->getArg(1)));
+    if (!acc || !cat || !cat->getDirectCallee() || cat->getNumArgs() < 1) return;
+    std::string callee = cat->getDirectCallee()->getQualifiedNameAsString();
+    if (callee != "at::cat" && callee != "at::concat" && callee != "at::concatenate" && callee != "at::stack" &&
+        callee != "at::vstack" && callee != "at::hstack" && callee != "at::row_stack")
+      return;
+    // The list must hold the accumulator and a value with history.
+    std::vector<const Expr*> items;
+    collect_items(cat->getArg(0), items);
+    bool has_acc = false;
+    const Expr* value = nullptr;
+    for (const Expr* item : items) {
+      if (named_decl(item) == acc) has_acc = true;
+      else if (!value && sem.provenance(item) == Provenance::Attached) value = item;
+    }
+    if (!has_acc || !value || !kept_across_iterations(sem, acc, op)) return;
+    std::string name = sem.text(op->getArg(0)), text = sem.text(value);
+    Finding f;
+    f.range = op->getSourceRange();
+    f.message = fmt::format(
+        "`{}` grows by concatenating `{}`, which carries autograd history: every iteration's graph stays alive "
+        "as long as `{}` does",
+        name, text, name);
+    finish(f, value, text, result);
+    sink.report(result, std::move(f));
+  }
+
+  static void collect_items(const Expr* e, std::vector<const Expr*>& out, int depth = 0) {
+    if (!e || depth > 6) return;
+    const Expr* s = strip(e);
+    if (is_tensor_type(s->getType())) {
+      out.push_back(s);
+      return;
+    }
+    for (const Stmt* child : s->children())
+      if (auto* ce = dyn_cast_or_null<Expr>(child)) collect_items(ce, out, depth + 1);
+  }
+
+  // In a loop, on a container that outlives the iteration, with autograd on,
+  // never emptied in the loop and never backpropagated through.
+  static bool kept_across_iterations(const Semantics& sem, const ValueDecl* container, const Expr* at) {
+    const Stmt* loop = sem.enclosing_loop(at);
+    if (!loop || !sem.outlives_iteration(container, loop)) return false;
+    if (sem.grad_state(at) != GradState::Enabled) return false;
+    if (emptied_in_loop(sem, container, loop, at)) return false;
+    return !sem.feeds_backward(container, sem.enclosing_body(at));
+  }
+
+  static bool emptied_in_loop(const Semantics& sem, const ValueDecl* container, const Stmt* loop, const Expr* at) {
+    for (const auto& def : sem.definitions(container, loop))
+      if (def.statement != at && (def.op == "=" || def.op == "init") && !Semantics::mentions(def.value, container))
+        return true;
+    // container.clear() / erase / pop_back in the loop.
+    using namespace clang::ast_matchers;
+    auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("clear", "pop_back", "pop_front",
+                                                                                  "erase", "swap"))))
+                                   .bind("c")),
+                       *loop, sem.context());
+    for (const auto& node : calls)
+      if (auto* c = node.getNodeAs<CXXMemberCallExpr>("c"); c && named_decl(c->getImplicitObjectArgument()) == container)
+        return true;
+    return false;
+  }
+
+  static void finish(Finding& f, const Expr* value, const std::string& text,
+                     const MatchFinder::MatchResult& result) {
+    std::string detached = is_primary(value) ? text + ".detach()" : "(" + text + ").detach()";
+    f.help = fmt::format("store `{}` instead (or a number with `.item<double>()`)", detached);
+    f.fixes = append_call_fixes(value, *result.Context, ".detach()");
+    if (!f.fixes.empty()) f.fix_title = "Use `.detach()` on the stored value";
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_CPP_CHECK(AppendUndetached, "TL002", "append-undetached")
+
+}  // namespace torchleak::cpp

@@ -1,0 +1,90 @@
+// TL006 eval-without-no-grad: a loop that runs a module after `->eval()` (or
+// in a function named like test, evaluate, validate, infer) with autograd
+// enabled and no backward() anywhere in the function: every forward records
+// a graph that nothing frees until its outputs die.
+#include <fmt/format.h>
+
+#include <set>
+
+#include "checks/cpp/check.h"
+#include "checks/cpp/semantics.h"
+
+namespace torchleak::cpp {
+
+namespace {
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+class EvalWithoutNoGrad final : public Check {
+ public:
+  void register_matchers(MatchFinder& finder, MatchFinder::MatchCallback* callback) const override {
+    finder.addMatcher(functionDecl(isDefinition(), hasBody(compoundStmt())).bind("fn"), callback);
+  }
+
+  void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
+    auto* fn = result.Nodes.getNodeAs<FunctionDecl>("fn");
+    if (!fn || fn->isTemplateInstantiation()) return;
+    Semantics sem(*result.Context, options);
+    const Stmt* body = fn->getBody();
+    if (!sem.backward_calls(body).empty()) return;
+    bool named_for_evaluation = evaluation_name(fn);
+    std::vector<const CXXMemberCallExpr*> mode_calls;  // eval() and train(), in source order
+    for (const auto& node :
+         match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("eval", "train")))).bind("m")), *body,
+               *result.Context))
+      if (auto* m = node.getNodeAs<CXXMemberCallExpr>("m"); m && is_module_value_type(m->getImplicitObjectArgument()->getType(), options))
+        mode_calls.push_back(m);
+    std::set<const Stmt*> reported;
+    for (const auto& node : match(findAll(callExpr().bind("call")), *body, *result.Context)) {
+      auto* call = node.getNodeAs<CallExpr>("call");
+      if (!call || !sem.is_module_call(call)) continue;
+      const Stmt* loop = outermost_loop(sem, call);
+      if (!loop || reported.count(loop)) continue;
+      if (sem.grad_state(call) != GradState::Enabled) continue;
+      // The last eval() / train() before the loop sets the mode.
+      const CXXMemberCallExpr* mode = nullptr;
+      for (const CXXMemberCallExpr* m : mode_calls)
+        if (sem.before(m->getBeginLoc(), loop->getBeginLoc())) mode = m;
+      bool eval_mode = mode && mode->getMethodDecl()->getName() == "eval";
+      if (mode && !eval_mode) continue;
+      if (!eval_mode && !named_for_evaluation) continue;
+      reported.insert(loop);
+      std::string module = sem.text(sem.called_module(call));
+      Finding f;
+      f.range = call->getSourceRange();
+      f.message = eval_mode
+                      ? fmt::format("`{}` runs in a loop after `{}` with autograd enabled: every forward records a "
+                                    "graph and keeps its activations, and nothing calls backward() to free them",
+                                    module, sem.text(mode))
+                      : fmt::format("`{}` runs `{}` in a loop with autograd enabled and no backward(): every forward "
+                                    "records a graph and keeps its activations",
+                                    fn->getNameAsString(), module);
+      f.help = "declare `torch::NoGradGuard no_grad;` (or `c10::InferenceMode guard;`) before the loop";
+      sink.report(result, std::move(f));
+    }
+  }
+
+ private:
+  static bool evaluation_name(const FunctionDecl* fn) {
+    if (!fn->getIdentifier()) return false;
+    std::string name = fn->getName().lower();
+    for (const char* word : {"test", "eval", "valid", "infer"})
+      if (name.find(word) != std::string::npos) return true;
+    return false;
+  }
+
+  static const Stmt* outermost_loop(const Semantics& sem, const Stmt* s) {
+    const Stmt* loop = sem.enclosing_loop(s);
+    while (loop)
+      if (const Stmt* outer = sem.enclosing_loop(loop)) loop = outer;
+      else break;
+    return loop;
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_CPP_CHECK(EvalWithoutNoGrad, "TL006", "eval-without-no-grad")
+
+}  // namespace torchleak::cpp
