@@ -73,13 +73,21 @@ std::string statement_snippet(const Model& model, TSNode node) {
   return out;
 }
 
-
 class PythonFrontend final : public LanguageFrontend {
  public:
   std::string_view language() const override { return "python"; }
   bool handles(std::string_view path) const override {
     return path.size() > 3 && (path.substr(path.size() - 3) == ".py" ||
                                (path.size() > 4 && path.substr(path.size() - 4) == ".pyi"));
+  }
+  bool parses(std::string_view text) const override {
+    TSParser* parser = ts_parser_new();
+    ts_parser_set_language(parser, python::language());
+    TSTree* tree = ts_parser_parse_string(parser, nullptr, text.data(), static_cast<uint32_t>(text.size()));
+    bool ok = tree && !ts_node_has_error(ts_tree_root_node(tree));
+    if (tree) ts_tree_delete(tree);
+    ts_parser_delete(parser);
+    return ok;
   }
   void analyze(const SourceFile& file, const Config& config, FileResult& out) const override {
     Model model(file.text, config);
@@ -167,7 +175,9 @@ std::vector<Edit> append_call_edits(const Model& model, TSNode expr, std::string
   uint32_t s = start_byte(expr), e = end_byte(expr);
   if (primary) return {Edit{e, e, std::string(suffix)}};
   (void)model;
-  return {Edit{s, s, "("}, Edit{e, e, ")" + std::string(suffix)}};
+  std::string close = ")";  // not ")" + std::string(suffix): GCC 12's -O3 -Wrestrict misfires on it
+  close += suffix;
+  return {Edit{s, s, "("}, Edit{e, e, std::move(close)}};
 }
 
 }  // namespace torchleak::python

@@ -67,6 +67,8 @@ class LanguageFrontend {
   virtual bool handles(std::string_view path) const = 0;
   // Analyzes one file with the rules `config` enables.
   virtual void analyze(const SourceFile& file, const Config& config, FileResult& out) const = 0;
+  // Whether `text` parses without syntax errors (fixes are checked with it).
+  virtual bool parses(std::string_view text) const = 0;
 };
 
 // Frontends register themselves at static-initialisation time.

@@ -1,0 +1,50 @@
+// Applying the fixes that diagnostics carry: non-overlapping edits per file,
+// re-parsed before anything is written, written atomically, repeated until
+// nothing changes (so a second run changes nothing).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/diagnostic.h"
+#include "core/engine.h"
+
+namespace torchleak {
+
+struct FixOptions {
+  bool unsafe = false;  // also apply fixes marked unsafe
+  bool write = true;    // false: compute the fixed text only (--diff)
+  int max_passes = 4;
+};
+
+struct FixedFile {
+  std::string path;
+  std::string original;
+  std::string fixed;
+  int fixes_applied = 0;
+};
+
+struct FixReport {
+  std::vector<FixedFile> files;  // files whose text changed
+  std::vector<FileError> dropped;  // fixes not applied, and why
+  std::vector<FileError> write_errors;
+  int fixes_applied = 0;
+  RunResult remaining;  // the findings left after fixing
+};
+
+// Applies `edits` (byte ranges of `text`, possibly overlapping; an overlapping
+// later edit is skipped). Returns the new text and how many were applied.
+std::string apply_edits(const std::string& text, std::vector<Edit> edits, int* applied);
+
+// Runs the analysis, applies fixes, runs again, until a pass fixes nothing.
+FixReport fix(const RunOptions& options, const FixOptions& fix_options);
+
+// A unified diff of two texts, labelled a/PATH and b/PATH.
+std::string unified_diff(const std::string& path, const std::string& before, const std::string& after);
+
+// Writes through a temporary file in the same directory and a rename,
+// keeping the file's permission bits. Returns "" or the error.
+std::string write_file_atomically(const std::string& path, const std::string& text);
+
+}  // namespace torchleak
