@@ -102,6 +102,11 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   cmd.add_flag("-q,--quiet", a.quiet, "Print findings only, no source excerpt or summary");
   cmd.add_flag("--no-gitignore", a.no_gitignore, "Analyze files that .gitignore excludes");
   cmd.add_option("-j,--jobs", a.jobs, "Threads to analyze with (default: one per core)");
+  cmd.add_option("-p,--build-path", a.build_path,
+                 "C++: the build directory holding compile_commands.json (default: searched upward from each file)");
+  cmd.add_option("--extra-arg", a.extra_args, "C++: an argument appended to every compile command (repeatable)");
+  cmd.add_option("--extra-arg-before", a.extra_args_before,
+                 "C++: an argument inserted before every compile command's own (repeatable)");
 }
 
 int run_check(const CheckArgs& a) {
@@ -114,6 +119,9 @@ int run_check(const CheckArgs& a) {
   options.config.ignore = a.ignore;
   options.config.exclude = a.exclude;
   options.config.target_torch_version = a.target_torch_version;
+  options.config.cpp_database_dir = a.build_path;
+  options.config.cpp_extra_args = a.extra_args;
+  options.config.cpp_extra_args_before = a.extra_args_before;
   options.jobs = a.jobs;
   options.respect_gitignore = !a.no_gitignore;
   options.cancel = &g_cancel;

@@ -20,6 +20,10 @@ struct CheckArgs {
   bool quiet = false;
   bool no_gitignore = false;
   unsigned jobs = 0;
+  // C++ (LibTorch): the build directory of compile_commands.json, and compiler
+  // arguments appended to (or inserted before) every compile command.
+  std::string build_path;
+  std::vector<std::string> extra_args, extra_args_before;
 };
 
 void add_check_options(CLI::App& cmd, CheckArgs& args);

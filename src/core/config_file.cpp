@@ -302,6 +302,11 @@ Config layer_command_line(Config file, const Config& cli) {
   add(out.extra_optimizers, cli.extra_optimizers);
   add(out.extra_data_parallel, cli.extra_data_parallel);
   out.per_file_ignores.insert(out.per_file_ignores.end(), cli.per_file_ignores.begin(), cli.per_file_ignores.end());
+  // C++: how sources are compiled (-p, --extra-arg, --extra-arg-before).
+  if (!cli.cpp_database_dir.empty()) out.cpp_database_dir = cli.cpp_database_dir;
+  add(out.cpp_extra_args, cli.cpp_extra_args);
+  add(out.cpp_extra_args_before, cli.cpp_extra_args_before);
+  if (!cli.cpp_cache_dir.empty()) out.cpp_cache_dir = cli.cpp_cache_dir;
   return out;
 }
 
