@@ -44,7 +44,7 @@ class ModuleTensorCache final : public Check {
       if (!method || !method->getIdentifier() || call->getNumArgs() < 1) return;
       llvm::StringRef name = method->getName();
       at = call;
-      member = call->getImplicitObjectArgument();
+      member = in_place_root(call->getImplicitObjectArgument());
       if (is_tensor_type(member->getType()) && name.endswith("_") && name != "detach_" && name != "zero_") {
         kind = StoreKind::InPlace;
       } else if (!is_tensor_type(member->getType()) &&
@@ -74,6 +74,19 @@ class ModuleTensorCache final : public Check {
   }
 
  private:
+  // `buf.mul_(m).add_(x)`: the tensor an in-place chain updates.
+  static const Expr* in_place_root(const Expr* e) {
+    for (int depth = 0; depth < 8; ++depth) {
+      auto* call = dyn_cast_or_null<CXXMemberCallExpr>(strip(e));
+      const CXXMethodDecl* m = call ? call->getMethodDecl() : nullptr;
+      if (!m || !m->getIdentifier() || !m->getName().endswith("_") ||
+          !is_tensor_type(call->getImplicitObjectArgument()->getType()))
+        return e;
+      e = call->getImplicitObjectArgument();
+    }
+    return e;
+  }
+
   // Losses and penalties are kept on the module to be backpropagated.
   static bool meant_for_backward(llvm::StringRef name) {
     std::string lower = name.lower();
