@@ -24,6 +24,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -215,11 +216,12 @@ def require_ok(runs):
     return None if not bad else "; ".join(r.describe_failure() for r in bad)
 
 
-# Thresholds shared by the memory rules.  The fixed programs are
-# deterministic, so their retained heap is flat to within a few KiB between N
-# and 2N; FLAT is the tolerance, well above that noise and well below the
-# growth of any leaking program.
-FLAT = 64 * KIB
+# Tolerance for "flat" live-heap figures.  The programs are deterministic and
+# their heap in use after the loop is usually equal to within a few KiB between
+# N and 2N, but now and then (depending on timing, seen on a loaded machine)
+# one run holds an extra allocation of about 130 KiB.  FLAT sits above that
+# noise and below the growth each leaking program shows between N and 2N.
+FLAT = 256 * KIB
 
 
 def eval_growth(res, what):
@@ -243,7 +245,7 @@ def eval_growth(res, what):
         rss_mib(L1), rss_mib(L2))
     fixed_fig = "graph nodes {} → {}; live heap {}; peak RSS {} → {} MiB".format(
         F1.get("graph_nodes"), F2.get("graph_nodes"), fmt_delta(df_heap), rss_mib(F1), rss_mib(F2))
-    leak_shows = dl_nodes >= n and dl_heap >= 2 * FLAT
+    leak_shows = dl_nodes >= n and dl_heap >= FLAT
     fixed_clean = df_nodes == 0 and abs(df_heap) < FLAT
     notes = [
         "Saved activations are NOT what accumulates in a training loop: `loss.backward()` "
@@ -317,25 +319,32 @@ def eval_worker_seed(res):
         return Outcome(err, "", False, False)
 
     def fig(pair):
-        return "{:.1f}% / {:.1f}% of samples repeat another worker's noise ({} / {} samples)".format(
+        return ("{:.1f}% / {:.1f}% of an epoch's samples repeat another worker's noise; epoch 2 "
+                "replays {:.1f}% / {:.1f}% of epoch 1 ({} / {} samples per epoch)").format(
             100 * pair[0].get("repeated_fraction"), 100 * pair[1].get("repeated_fraction"),
+            100 * pair[0].get("replayed_next_epoch_fraction"),
+            100 * pair[1].get("replayed_next_epoch_fraction"),
             pair[0].get("samples"), pair[1].get("samples"))
 
+    def clean(pair):
+        return all(r.get("repeated_fraction") == 0 and r.get("replayed_next_epoch_fraction") == 0
+                   for r in pair)
+
     leak, fixed, glob = runs["leak.py"], runs["fixed.py"], runs["global_rng.py"]
-    leak_shows = all(r.get("repeated_fraction") >= 0.45 for r in leak)
-    fixed_clean = all(r.get("repeated_fraction") == 0 for r in fixed)
-    global_clean = all(r.get("repeated_fraction") == 0 for r in glob)
+    leak_shows = all(r.get("repeated_fraction") >= 0.45
+                     and r.get("replayed_next_epoch_fraction") >= 0.99 for r in leak)
     notes = [
-        "With 2 workers and a generator object created in `__init__`, each worker draws the "
-        "same sequence: half of all samples duplicate another sample's noise. "
-        "global_rng.py (NumPy's global generator, `np.random.normal` in `__getitem__`, no "
-        "worker_init_fn): {} -- PyTorch >= 1.9 seeds NumPy's global generator per worker, "
-        "which is why the rule only flags generator objects.".format(fig(glob)),
+        "With 2 workers and a generator object created in `__init__`, both workers draw the "
+        "same sequence (half of all samples duplicate another sample's noise), and since the "
+        "workers are started again from the main process's untouched copy every epoch, epoch "
+        "2 replays epoch 1 exactly. global_rng.py (NumPy's global generator, "
+        "`np.random.normal` in `__getitem__`, no worker_init_fn): {} -- PyTorch >= 1.9 seeds "
+        "NumPy's global generator per worker and per epoch, which is why the rule only flags "
+        "generator objects.".format(fig(glob)),
     ]
-    leak_fig = fig(leak)
-    fixed_fig = fig(fixed) + "; global np.random without worker_init_fn: {:.1f}%".format(
-        100 * glob[1].get("repeated_fraction"))
-    return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean and global_clean, notes)
+    fixed_fig = fig(fixed) + "; global np.random without worker_init_fn: {:.1f}% / {:.1f}%".format(
+        100 * glob[1].get("repeated_fraction"), 100 * glob[1].get("replayed_next_epoch_fraction"))
+    return Outcome(fig(leak), fixed_fig, leak_shows, clean(fixed) and clean(glob), notes)
 
 
 def eval_eval_no_grad(res):
@@ -619,7 +628,7 @@ RULES = [
          "the loop; saved-activation bytes; peak RSS",
          lambda res: eval_growth(res, "`total_loss`"),
          programs=("leak.py", "fixed.py", "leak_validation.py")),
-    Rule("TL002", "append-undetached", "TL002_append", 50,
+    Rule("TL002", "append-undetached", "TL002_append", 80,
          "`losses.append(loss)` keeps every step's loss and its autograd graph alive: retained "
          "memory grows with the number of steps.",
          "autograd nodes reachable from live tensors and live heap bytes after the loop; "
@@ -633,9 +642,11 @@ RULES = [
          eval_module_cache),
     Rule("TL004", "missing-worker-init-fn", "TL004_worker_seed", 16,
          "A generator object created in the dataset's `__init__` is copied into every "
-         "DataLoader worker, so the workers draw identical random numbers.",
-         "fraction of samples whose augmentation noise repeats another sample's (2 workers); "
-         "same for NumPy's global generator (global_rng.py)",
+         "DataLoader worker, so the workers draw identical random numbers, and every epoch "
+         "replays the first.",
+         "over 2 epochs with 2 workers: fraction of samples whose augmentation noise repeats "
+         "another sample's, and fraction of epoch 2 replaying epoch 1; same for NumPy's global "
+         "generator (global_rng.py)",
          eval_worker_seed, programs=("leak.py", "fixed.py", "global_rng.py")),
     Rule("TL006", "eval-without-no-grad", "TL006_eval_no_grad", 10,
          "Evaluating without `torch.no_grad()` records a graph per batch and keeps its "
@@ -738,7 +749,7 @@ def md_cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def write_table(path, outcomes, versions, seconds):
+def write_table(path, outcomes, versions, seconds, cpu_seconds):
     lines = [
         "# Runtime verdicts",
         "",
@@ -746,9 +757,11 @@ def write_table(path, outcomes, versions, seconds):
         "docs/runtime-verdicts.md`; do not edit by hand. Method: "
         "[runtime-oracle.md](runtime-oracle.md).",
         "",
-        "Measured on CPU with PyTorch {} and NumPy {} (Python {}, {} CPU cores); the "
-        "oracle took {:.0f} s.".format(versions[0], versions[1], platform.python_version(),
-                                        os.cpu_count(), seconds),
+        "Measured on CPU with PyTorch {} and NumPy {} (Python {}, {} CPU cores). The programs "
+        "used {:.0f} s of CPU time; the oracle took {:.0f} s of wall-clock time, which depends on "
+        "what else the machine was running.".format(
+            versions[0], versions[1], platform.python_version(), os.cpu_count(), cpu_seconds,
+            seconds),
         "Figures are given for N and 2N iterations as `N → 2N` or `N / 2N`; N is the number "
         "in the rule column.",
         "",
@@ -809,15 +822,19 @@ def main(argv=None):
             print(msg, flush=True)
 
     start = time.time()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_start = children.ru_utime + children.ru_stime
     log("runtime oracle: torch {} numpy {}, {} rules".format(versions[0], versions[1], len(rules)))
     outcomes, results = run_rules(rules, args.python, args.jobs, log)
     seconds = time.time() - start
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu_seconds = children.ru_utime + children.ru_stime - cpu_start
 
     if args.write_table:
         path = args.write_table
         if not os.path.isabs(path):
             path = os.path.join(os.getcwd(), path)
-        write_table(path, outcomes, versions, seconds)
+        write_table(path, outcomes, versions, seconds, cpu_seconds)
         log("wrote " + args.write_table)
     if args.json:
         dump = {}
@@ -843,7 +860,8 @@ def main(argv=None):
         if status == "FAIL":
             print("    leak:  " + o.leak_figure)
             print("    fixed: " + o.fixed_figure)
-    print("{} not measurable on CPU; total {:.0f} s".format(skipped, seconds))
+    print("{} not measurable on CPU; {:.0f} s wall-clock, {:.0f} s CPU".format(
+        skipped, seconds, cpu_seconds))
     print("{} passed, {} failed".format(passed, failed))
     if args.check and failed:
         return 1
