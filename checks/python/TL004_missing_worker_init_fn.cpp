@@ -28,6 +28,8 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -101,15 +103,29 @@ std::string module_of(std::string_view qualified) {
   return dot == std::string_view::npos ? std::string() : std::string(qualified.substr(0, dot));
 }
 
+// A field never contains the separator, even when source text does.
+void append_field(std::string& out, std::string_view field) {
+  for (char ch : field) out += ch == kSep ? ' ' : ch;
+}
+
 std::string encode(std::initializer_list<std::string_view> fields) {
   std::string out;
   bool first = true;
   for (auto f : fields) {
     if (!first) out += kSep;
     first = false;
-    out += f;
+    append_field(out, f);
   }
   return out;
+}
+
+uint32_t to_line(std::string_view s) {
+  uint32_t n = 0;
+  for (char ch : s) {
+    if (ch < '0' || ch > '9' || n > 100'000'000) return 0;
+    n = n * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  return n;
 }
 
 std::vector<std::string> split(std::string_view s) {
@@ -138,63 +154,129 @@ std::string one_line(const Model& m, TSNode n) {
 
 struct ValueRef {
   char kind = 0;  // 'G' generator, 'C' object of a class, 'R' name, 'P' parameter
-  // G: generator kind, display text, line, constructor text, where created
+  // G: generator kind, display text, line, constructor text, where created,
+  //    path from the holder ("" the value itself, "?" somewhere inside it)
   // C: qualified class, path from the holder ("" the value itself, "?" unknown)
   // R: qualified name
   // P: parameter name, index (without self), "1" when the value is the parameter itself
-  std::array<std::string, 5> f;
+  std::array<std::string, 6> f;
 
   std::string encoded() const {
     std::string out(1, kind);
     for (const auto& x : f) {
       out += kSep;
-      out += x;
+      append_field(out, x);
     }
     return out;
   }
   static std::optional<ValueRef> decode(const std::vector<std::string>& parts, size_t from) {
-    if (parts.size() < from + 6 || parts[from].size() != 1) return std::nullopt;
+    if (parts.size() < from + 7 || parts[from].size() != 1) return std::nullopt;
     ValueRef r;
     r.kind = parts[from][0];
-    for (size_t i = 0; i < 5; ++i) r.f[i] = parts[from + 1 + i];
+    for (size_t i = 0; i < r.f.size(); ++i) r.f[i] = parts[from + 1 + i];
     return r;
   }
 };
 
-std::string where_created(const Model& m, TSNode n) {
-  int fn = m.function_at(start_byte(n));
-  if (fn >= 0) return fmt::format("in `{}`", m.functions()[fn].qualified_name);
-  for (const Class& c : m.classes())
-    if (c.function < 0 && contains(field(c.node, "body"), start_byte(n)))
-      return fmt::format("in the body of class `{}`", c.name);
-  return "at module level";
-}
-
-// The innermost class whose body (not a method) directly holds `byte`.
-int class_body_of(const Model& m, uint32_t byte, int function) {
-  int best = -1;
-  for (size_t i = 0; i < m.classes().size(); ++i) {
-    const Class& c = m.classes()[i];
-    if (c.function == function && contains(field(c.node, "body"), byte)) best = static_cast<int>(i);
+// Per-file lookups the collectors share, built once: the model answers these
+// questions by scanning, which is too slow when asked for every name read.
+class FileIndex {
+ public:
+  explicit FileIndex(const Model& m) : m_(m) {
+    const auto& fns = m.functions();
+    root_.resize(fns.size());
+    locals_.resize(fns.size());
+    by_root_bindings_.resize(fns.size());
+    by_root_calls_.resize(fns.size());
+    for (size_t i = 0; i < fns.size(); ++i) {
+      int r = static_cast<int>(i);
+      while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
+      root_[i] = r;
+      function_at_start_[start_byte(fns[i].node)] = static_cast<int>(i);
+      if (fns[i].parent < 0 && fns[i].cls < 0) module_functions_.insert(fns[i].name);
+    }
+    for (const Class& c : m.classes()) {
+      TSNode body = field(c.node, "body");
+      class_bodies_.push_back({start_byte(body), end_byte(body)});
+    }
+    class_body_bindings_.resize(m.classes().size());
+    std::unordered_set<int> functions_with_classes;
+    for (const Class& c : m.classes()) functions_with_classes.insert(c.function);
+    for (const Binding& b : m.bindings()) {
+      int cls = functions_with_classes.count(b.function) ? class_body_of(b.start, b.function) : -1;
+      if (cls >= 0) class_body_bindings_[cls].push_back(&b);
+      if (b.function >= 0) {
+        if (b.kind != BindingKind::Global) locals_[b.function].insert(b.name);
+        by_root_bindings_[root_[b.function]].push_back(&b);
+        continue;
+      }
+      if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
+      const Binding*& last = module_names_[b.name];
+      if (!last || b.start > last->start) last = &b;
+    }
+    for (const Call& c : m.calls())
+      if (c.function >= 0) by_root_calls_[root_[c.function]].push_back(&c);
   }
-  return best;
-}
 
-// The module-level binding of `name` (not one in a class body), if any.
-const Binding* module_binding(const Model& m, std::string_view name) {
-  const Binding* best = nullptr;
-  for (const Binding* b : m.bindings_of(name, -1)) {
-    if (b->kind == BindingKind::Global || b->kind == BindingKind::SubscriptStore) continue;
-    if (class_body_of(m, b->start, -1) >= 0) continue;
-    if (!best || b->start > best->start) best = b;
+  // Module-level bindings (not in a class body): the last one of each name.
+  const std::unordered_map<std::string, const Binding*>& module_names() const { return module_names_; }
+  // Bindings directly in the body of class `cls` (class attributes).
+  const std::vector<const Binding*>& class_body_bindings(int cls) const { return class_body_bindings_[cls]; }
+  // The module-level binding of `name` (not one in a class body), if any.
+  const Binding* module_binding(std::string_view name) const {
+    auto it = module_names_.find(std::string(name));
+    return it == module_names_.end() ? nullptr : it->second;
   }
-  return best;
-}
+  bool is_module_function(std::string_view name) const { return module_functions_.count(std::string(name)) > 0; }
+  // Whether `function` itself binds `name` (a local, a parameter, an import).
+  bool binds(int function, std::string_view name) const {
+    return function >= 0 && locals_[function].count(std::string(name)) > 0;
+  }
+  // Bindings and calls of a method or module-level function and the
+  // functions nested in it.
+  const std::vector<const Binding*>& bindings_of_root(int function) const { return by_root_bindings_[function]; }
+  const std::vector<const Call*>& calls_of_root(int function) const { return by_root_calls_[function]; }
+  // The function defined by a function_definition node, or -1.
+  int function_defined_by(TSNode n) const {
+    auto it = function_at_start_.find(start_byte(n));
+    return it == function_at_start_.end() ? -1 : it->second;
+  }
+
+  // The innermost class whose body (not a method) directly holds `byte`.
+  int class_body_of(uint32_t byte, int function) const {
+    int best = -1;
+    for (size_t i = 0; i < class_bodies_.size(); ++i) {
+      if (m_.classes()[i].function != function) continue;
+      if (class_bodies_[i].first <= byte && byte < class_bodies_[i].second) best = static_cast<int>(i);
+    }
+    return best;
+  }
+
+  std::string where_created(TSNode n) const {
+    int fn = m_.function_at(start_byte(n));
+    if (fn >= 0) return fmt::format("in `{}`", m_.functions()[fn].qualified_name);
+    int cls = class_body_of(start_byte(n), -1);
+    if (cls >= 0) return fmt::format("in the body of class `{}`", m_.classes()[cls].name);
+    return "at module level";
+  }
+
+ private:
+  const Model& m_;
+  std::vector<int> root_;
+  std::vector<std::unordered_set<std::string>> locals_;
+  std::vector<std::vector<const Binding*>> by_root_bindings_;
+  std::vector<std::vector<const Call*>> by_root_calls_;
+  std::unordered_map<uint32_t, int> function_at_start_;
+  std::unordered_set<std::string> module_functions_;
+  std::unordered_map<std::string, const Binding*> module_names_;
+  std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
+  std::vector<std::vector<const Binding*>> class_body_bindings_;
+};
 
 class ValueCollector {
  public:
   // `init` is the function whose parameters count as constructor parameters.
-  ValueCollector(const Model& m, const Function* init) : m_(m), init_(init) {}
+  ValueCollector(const Model& m, const FileIndex& file, const Function* init) : m_(m), file_(file), init_(init) {}
 
   void collect(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth = 0) const {
     expr = unparenthesize(expr);
@@ -208,7 +290,7 @@ class ValueCollector {
         TSNode head = expr;
         while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
         if (kind_of(head) != Kind::Identifier) return;
-        const Binding* b = module_binding(m_, m_.text(head));
+        const Binding* b = file_.module_binding(m_.text(head));
         if (b && b->kind == BindingKind::Import && !q.empty()) out.push_back({'R', {q}});
         return;
       }
@@ -240,7 +322,8 @@ class ValueCollector {
     if (kind_of(func) == Kind::Attribute && kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
         one_of(m_.text(field(func, "attribute")), kReseedMethods)) {
       TSNode inner = unparenthesize(field(func, "object"));
-      if (!generator_kind(m_.qualify(field(inner, "function"))).empty()) return call(inner, std::move(path), out, depth);
+      if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
+        return call(inner, std::move(path), out, depth);
     }
     std::string callee = m_.qualify(func);
     if (std::string_view kind = generator_kind(callee); !kind.empty()) {
@@ -259,7 +342,7 @@ class ValueCollector {
       if (display.empty()) display = std::string(m_.text(func)) + "(...)";
       out.push_back({'G',
                      {std::string(kind), display, std::to_string(m_.position(expr).line),
-                      std::string(m_.text(func)), where_created(m_, expr)}});
+                      std::string(m_.text(func)), file_.where_created(expr), path}});
       return;
     }
     TSNode args = field(expr, "arguments");
@@ -310,7 +393,7 @@ class ValueCollector {
     }
     // Module level: an assignment, a function or an import, resolved through
     // the index (the name may be defined in this file or imported).
-    if (const Binding* g = module_binding(m_, name)) {
+    if (const Binding* g = file_.module_binding(name)) {
       if (g->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
         if (q.find('.') != std::string::npos) out.push_back({'R', {q}});
@@ -319,10 +402,11 @@ class ValueCollector {
       out.push_back({'R', {name}});
       return;
     }
-    if (m_.find_function(name)) out.push_back({'R', {name}});
+    if (file_.is_module_function(name)) out.push_back({'R', {name}});
   }
 
   const Model& m_;
+  const FileIndex& file_;
   const Function* init_;
 };
 
@@ -336,7 +420,9 @@ class ValueCollector {
 
 class FunctionReads {
  public:
-  FunctionReads(const Model& m, const Function& f) : m_(m), f_(f) {
+  FunctionReads(const Model& m, const FileIndex& file, int function)
+      : m_(m), file_(file), index_(function), f_(m.functions()[function]) {
+    const Function& f = f_;
     bool plain_method = f.cls >= 0 && !f.params.empty() &&
                         std::find(f.decorators.begin(), f.decorators.end(), "staticmethod") == f.decorators.end() &&
                         std::find(f.decorators.begin(), f.decorators.end(), "classmethod") == f.decorators.end();
@@ -344,9 +430,8 @@ class FunctionReads {
   }
 
   std::vector<std::string> run() {
-    uint32_t begin = start_byte(f_.node), end = end_byte(f_.node);
-    writes(begin, end);
-    calls(begin, end);
+    writes();
+    calls();
     walk();
     return std::move(out_);
   }
@@ -357,20 +442,20 @@ class FunctionReads {
   }
 
   // self.<attr> = ... (or self.<attr>.x.y = ...) anywhere in the function.
-  void writes(uint32_t begin, uint32_t end) {
-    for (const Binding& b : m_.bindings()) {
-      if (b.start < begin || b.start >= end) continue;
+  void writes() {
+    for (const Binding* bp : file_.bindings_of_root(index_)) {
+      const Binding& b = *bp;
       if (b.kind == BindingKind::SubscriptStore || b.kind == BindingKind::Parameter) continue;
-      if (!is_null(b.target)) targets_.insert(start_byte(b.target) * 1000003ull + end_byte(b.target));
+      TSNode target = unparenthesize(b.target);
+      if (kind_of(target) == Kind::Attribute) targets_.insert(start_byte(target));
       std::string attr = self_attribute(b.name);
       if (!attr.empty()) add(encode({"reseed", attr}));
     }
   }
 
-  void calls(uint32_t begin, uint32_t end) {
-    for (const Call& c : m_.calls()) {
-      uint32_t at = start_byte(c.node);
-      if (at < begin || at >= end) continue;
+  void calls() {
+    for (const Call* cp : file_.calls_of_root(index_)) {
+      const Call& c = *cp;
       if (!c.method.empty() && !is_null(c.receiver)) {
         TSNode recv = unparenthesize(c.receiver);
         if (!self_.empty() && kind_of(recv) == Kind::Identifier && m_.text(recv) == self_) {
@@ -396,54 +481,66 @@ class FunctionReads {
     return std::string(rest.substr(0, rest.find('.')));
   }
 
+  // Every node of the body, with the innermost function holding it.
+  // Every node of the body, with its parent, grandparent and the innermost
+  // function holding it (ts_node_parent walks down from the root: too slow
+  // to ask for every name).
   void walk() {
-    std::vector<TSNode> work{f_.body};
+    struct Item {
+      TSNode node, parent, grandparent;
+      int function;
+    };
+    std::vector<Item> work{{f_.body, TSNode{}, TSNode{}, index_}};
     while (!work.empty()) {
-      TSNode n = work.back();
+      Item it = work.back();
       work.pop_back();
+      TSNode n = it.node;
       Kind k = kind_of(n);
-      if (k == Kind::Attribute) {
-        TSNode obj = unparenthesize(field(n, "object"));
+      if (k == Kind::FunctionDefinition) {
+        int nested = file_.function_defined_by(n);
+        if (nested >= 0) it.function = nested;
+      } else if (k == Kind::Attribute) {
+        TSNode obj = field(n, "object");
         if (!self_.empty() && kind_of(obj) == Kind::Identifier && m_.text(obj) == self_) {
-          self_read(n);
+          self_read(n, it.parent, it.grandparent);
           continue;
         }
       } else if (k == Kind::Identifier) {
-        identifier(n);
+        identifier(n, it.parent, it.function);
         continue;
       }
       uint32_t count = ts_node_named_child_count(n);
-      for (uint32_t i = count; i-- > 0;) work.push_back(ts_node_named_child(n, i));
+      for (uint32_t i = count; i-- > 0;) work.push_back({ts_node_named_child(n, i), n, it.parent, it.function});
     }
   }
 
-  void self_read(TSNode n) {
+  // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.
+  // The object of an attribute or subscript, and the function of a call,
+  // start where their parent starts.
+  void self_read(TSNode n, TSNode parent, TSNode grandparent) {
+    // Part of a target (`self.rng.bit_generator.state = ...`): a write,
+    // recorded by writes().
+    if (targets_.count(start_byte(n))) return;
     std::string attr(m_.text(field(n, "attribute")));
-    // The whole chain `self.rng.bit_generator.state` as a target is a write.
-    TSNode top = n;
-    for (TSNode p = ts_node_parent(top); kind_of(p) == Kind::Attribute && ts_node_eq(field(p, "object"), top);
-         p = ts_node_parent(top))
-      top = p;
-    if (targets_.count(start_byte(top) * 1000003ull + end_byte(top))) return;
     std::string method;
-    TSNode p = ts_node_parent(n);
-    if (kind_of(p) == Kind::Attribute && ts_node_eq(field(p, "object"), n)) {
-      TSNode call = ts_node_parent(p);
-      if (kind_of(call) == Kind::Call && ts_node_eq(field(call, "function"), p))
-        method = std::string(m_.text(field(p, "attribute")));
-    }
+    bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
+    if (leads && kind_of(parent) == Kind::Attribute && kind_of(grandparent) == Kind::Call &&
+        start_byte(grandparent) == start_byte(parent))
+      method = std::string(m_.text(field(parent, "attribute")));
+    else if (leads && kind_of(parent) == Kind::Subscript)
+      method = "__getitem__";
     if (one_of(std::string_view(method), kReseedMethods)) return;  // recorded by calls()
     add(encode({"self", attr, method}));
   }
 
-  void identifier(TSNode n) {
-    TSNode parent = ts_node_parent(n);
+  void identifier(TSNode n, TSNode parent, int function) {
     Kind pk = kind_of(parent);
-    if (pk == Kind::Attribute && !ts_node_eq(field(parent, "object"), n)) return;  // an attribute's name
-    if (pk == Kind::KeywordArgument && ts_node_eq(field(parent, "name"), n)) return;
+    bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
+    if (pk == Kind::Attribute && !leads) return;  // an attribute's name
+    if (pk == Kind::KeywordArgument && leads) return;  // an argument's name
     std::string name(m_.text(n));
-    if (name == self_ || bound_locally(name, start_byte(n))) return;
-    if (const Binding* b = module_binding(m_, name)) {
+    if (name == self_ || bound_locally(name, function)) return;
+    if (const Binding* b = file_.module_binding(name)) {
       if (b->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
         // `import augment` then `augment.jitter(...)`: the dotted name.
@@ -454,25 +551,27 @@ class FunctionReads {
       if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add(encode({"ref", name}));
       return;
     }
-    if (m_.find_function(name)) add(encode({"ref", name}));
+    if (file_.is_module_function(name)) add(encode({"ref", name}));
   }
 
-  bool bound_locally(std::string_view name, uint32_t byte) const {
-    int outer = static_cast<int>(&f_ - m_.functions().data());
-    for (int fn = m_.function_at(byte); fn >= 0; fn = m_.functions()[fn].parent) {
-      for (const Binding* b : m_.bindings_of(name, fn))
-        if (b->kind != BindingKind::Global) return true;
-      if (fn == outer) break;
+  // Bound in the function holding the use or in one enclosing it, up to
+  // this method or function.
+  bool bound_locally(std::string_view name, int function) const {
+    for (int fn = function; fn >= 0; fn = m_.functions()[fn].parent) {
+      if (file_.binds(fn, name)) return true;
+      if (fn == index_) break;
     }
     return false;
   }
 
   const Model& m_;
+  const FileIndex& file_;
+  int index_;
   const Function& f_;
   std::string self_;
   std::vector<std::string> out_;
   std::set<std::string> seen_;
-  std::set<uint64_t> targets_;
+  std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
 };
 
 // ---------------------------------------------------------------------------
@@ -603,7 +702,7 @@ class Resolver {
           } else if (tag == "ref" && parts.size() == 2) {
             reference(parts[1], w.fact->file, work, visited, via);
           } else if (tag == "numpy" && parts.size() == 3 && !numpy) {
-            numpy = NumpyUse{w.fact->file, static_cast<uint32_t>(std::stoul(parts[1])), parts[2]};
+            numpy = NumpyUse{w.fact->file, to_line(parts[1]), parts[2]};
           }
         }
       }
@@ -641,10 +740,10 @@ class Resolver {
         c.kind = r.f[0];
         c.display = r.f[1];
         c.file = file;
-        c.line = static_cast<uint32_t>(std::stoul(r.f[2]));
+        c.line = to_line(r.f[2]);
         c.ctor = r.f[3];
         c.where = r.f[4];
-        c.target = path;
+        c.target = r.f[5].empty() ? path : "";
         c.holder = holder;
         c.attr = attr;
         c.via = via;
@@ -764,11 +863,11 @@ std::string reseed_statement(const Candidate& c, const std::string& target) {
 
 std::string generator_help(const Candidate& c) {
   if (c.target.empty()) {
-    std::string stmt = reseed_statement(c, "<generator>");
     return fmt::format(
-        "re-seed the `{}` of each `{}` object from `torch.utils.data.get_worker_info().seed` in a "
-        "`worker_init_fn` passed to the `DataLoader`, e.g. `info = torch.utils.data.get_worker_info(); {}`",
-        c.attr, c.via.empty() ? c.holder : c.via, stmt);
+        "give each worker its own stream: pass the `DataLoader` a `worker_init_fn` that reaches this generator "
+        "through `info = torch.utils.data.get_worker_info()` (`info.dataset` is the worker's copy of the dataset) "
+        "and re-seeds it: `{}`",
+        reseed_statement(c, "generator"));
   }
   std::string stmt = reseed_statement(c, c.target);
   if (c.holder.empty() && c.kind == kNumpyGenerator && c.target.find('.') == std::string::npos)
@@ -796,19 +895,20 @@ class MissingWorkerInitFn final : public Check {
  public:
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    collect_globals(ctx, m);
-    for (size_t ci = 0; ci < m.classes().size(); ++ci) collect_class(ctx, m, static_cast<int>(ci));
-    for (const Function& f : m.functions()) {
-      if (f.parent >= 0) continue;  // nested functions are read with their enclosing one
-      if (f.cls < 0) {
-        auto reads = FunctionReads(m, f).run();
-        if (!reads.empty()) ctx.fact(std::string(kFunctionFact), f.name, f.node, std::move(reads));
-      }
+    FileIndex file(m);
+    collect_globals(ctx, m, file);
+    for (size_t ci = 0; ci < m.classes().size(); ++ci) collect_class(ctx, m, file, static_cast<int>(ci));
+    for (size_t fi = 0; fi < m.functions().size(); ++fi) {
+      const Function& f = m.functions()[fi];
+      if (f.parent >= 0 || f.cls >= 0) continue;  // nested functions are read with their enclosing one
+      auto reads = FunctionReads(m, file, static_cast<int>(fi)).run();
+      if (!reads.empty()) ctx.fact(std::string(kFunctionFact), f.name, f.node, std::move(reads));
     }
   }
 
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    std::optional<FileIndex> file;
     for (const Call& c : m.calls()) {
       if (!is_data_loader(c.callee) || has_splat(m, c)) continue;
       TSNode workers = argument(m, c, "num_workers", 5);
@@ -818,22 +918,22 @@ class MissingWorkerInitFn final : public Check {
       TSNode init = argument(m, c, "worker_init_fn", 10);
       if (!is_null(init) && kind_of(unparenthesize(init)) != Kind::None) continue;
       std::vector<SiteDataset> datasets;
-      site_datasets(m, argument(m, c, "dataset", 0), "", datasets, 0);
+      if (!file) file.emplace(m);
+      site_datasets(m, *file, argument(m, c, "dataset", 0), "", datasets, 0);
       if (datasets.empty()) continue;
-      defer(ctx, c, workers, std::move(datasets));
+      // Persistent workers keep their generator across epochs: only the
+      // workers replay each other's stream, not the epochs.
+      bool persistent = kind_of(unparenthesize(m.keyword_argument(c, "persistent_workers"))) == Kind::True;
+      defer(ctx, c, workers, persistent, std::move(datasets));
     }
   }
 
  private:
-  static void collect_globals(CheckContext& ctx, const Model& m) {
-    ValueCollector values(m, nullptr);
-    std::map<std::string, const Binding*> last;
-    for (const Binding& b : m.bindings()) {
-      if (b.function != -1 || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
-      if (class_body_of(m, b.start, -1) >= 0) continue;
-      last[b.name] = &b;
-    }
-    for (const auto& [name, b] : last) {
+  static void collect_globals(CheckContext& ctx, const Model& m, const FileIndex& file) {
+    ValueCollector values(m, file, nullptr);
+    std::map<std::string, const Binding*> sorted(file.module_names().begin(), file.module_names().end());
+    for (const auto& [name, b] : sorted) {
+      if (b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) continue;
       std::vector<ValueRef> refs;
       values.collect(b->value, "", refs);
       std::vector<std::string> encoded;
@@ -843,7 +943,7 @@ class MissingWorkerInitFn final : public Check {
     }
   }
 
-  static void collect_class(CheckContext& ctx, const Model& m, int ci) {
+  static void collect_class(CheckContext& ctx, const Model& m, const FileIndex& file, int ci) {
     const Class& c = m.classes()[ci];
     std::vector<std::string> values;
     const Function* init = m.find_method(ci, "__init__");
@@ -851,15 +951,14 @@ class MissingWorkerInitFn final : public Check {
     for (int mi : c.methods) {
       const Function& f = m.functions()[mi];
       values.push_back(encode({"def", f.name}));
-      FunctionReads reads(m, f);
-      auto r = reads.run();
+      auto r = FunctionReads(m, file, mi).run();
       if (!r.empty()) ctx.fact(std::string(kMethodFact), c.name + "." + f.name, f.node, std::move(r));
       // self.<attr> = value anywhere in the method.
       if (f.params.empty()) continue;
       std::string self = f.params[0] + ".";
-      ValueCollector collector(m, &f == init ? init : nullptr);
-      for (const Binding& b : m.bindings()) {
-        if (b.start < start_byte(f.node) || b.start >= end_byte(f.node)) continue;
+      ValueCollector collector(m, file, &f == init ? init : nullptr);
+      for (const Binding* bp : file.bindings_of_root(mi)) {
+        const Binding& b = *bp;
         if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) continue;
         if (b.element >= 0 || is_null(b.value) || !starts_with(b.name, self)) continue;
         std::string attr = b.name.substr(self.size());
@@ -870,10 +969,11 @@ class MissingWorkerInitFn final : public Check {
       }
     }
     // Class attributes: `rng = np.random.default_rng(0)` in the class body.
-    ValueCollector collector(m, nullptr);
-    for (const Binding& b : m.bindings()) {
-      if (b.function != c.function || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
-      if (class_body_of(m, b.start, c.function) != ci || b.name.find('.') != std::string::npos) continue;
+    ValueCollector collector(m, file, nullptr);
+    for (const Binding* bp : file.class_body_bindings(ci)) {
+      const Binding& b = *bp;
+      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
+      if (b.name.find('.') != std::string::npos) continue;
       std::vector<ValueRef> refs;
       collector.collect(b.value, "", refs);
       for (const auto& ref : refs)
@@ -918,8 +1018,8 @@ class MissingWorkerInitFn final : public Check {
   }
 
   // The dataset classes a DataLoader's dataset argument is built from.
-  static void site_datasets(const Model& m, TSNode expr, const std::string& path, std::vector<SiteDataset>& out,
-                            int depth) {
+  static void site_datasets(const Model& m, const FileIndex& file, TSNode expr, const std::string& path,
+                            std::vector<SiteDataset>& out, int depth) {
     expr = unparenthesize(expr);
     if (is_null(expr) || depth > 6) return;
     switch (kind_of(expr)) {
@@ -929,18 +1029,19 @@ class MissingWorkerInitFn final : public Check {
         call.node = expr;
         call.args = field(expr, "arguments");
         if (is_torch_data(callee, "Subset")) {
-          return site_datasets(m, argument(m, call, "dataset", 0), path + ".dataset", out, depth + 1);
+          return site_datasets(m, file, argument(m, call, "dataset", 0), path + ".dataset", out, depth + 1);
         }
         if (is_torch_data(callee, "ConcatDataset") || is_torch_data(callee, "ChainDataset")) {
           TSNode list = unparenthesize(argument(m, call, "datasets", 0));
           if (kind_of(list) != Kind::List && kind_of(list) != Kind::Tuple) return;
           for (uint32_t i = 0; i < ts_node_named_child_count(list); ++i)
-            site_datasets(m, ts_node_named_child(list, i), fmt::format("{}.datasets[{}]", path, i), out, depth + 1);
+            site_datasets(m, file, ts_node_named_child(list, i), fmt::format("{}.datasets[{}]", path, i), out,
+                          depth + 1);
           return;
         }
         if (callee.empty() || !capitalized(callee) || !generator_kind(callee).empty()) return;
         SiteDataset d{callee, path, {}};
-        ValueCollector values(m, nullptr);
+        ValueCollector values(m, file, nullptr);
         uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
         uint32_t position = 0;
         for (uint32_t i = 0; i < n; ++i) {
@@ -958,14 +1059,14 @@ class MissingWorkerInitFn final : public Check {
       case Kind::Identifier: {
         const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.function_at(start_byte(expr)));
         if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || is_null(b->value)) return;
-        if (b->element < 0) return site_datasets(m, b->value, path, out, depth + 1);
+        if (b->element < 0) return site_datasets(m, file, b->value, path, out, depth + 1);
         // train_set, val_set = random_split(full, [0.9, 0.1]): Subsets of `full`.
         TSNode v = unparenthesize(b->value);
         if (kind_of(v) != Kind::Call || !is_torch_data(m.qualify(field(v, "function")), "random_split")) return;
         Call split;
         split.node = v;
         split.args = field(v, "arguments");
-        return site_datasets(m, argument(m, split, "dataset", 0), path + ".dataset", out, depth + 1);
+        return site_datasets(m, file, argument(m, split, "dataset", 0), path + ".dataset", out, depth + 1);
       }
       case Kind::Attribute: {
         // self.train_set, assigned once in the class.
@@ -978,14 +1079,15 @@ class MissingWorkerInitFn final : public Check {
           if (only || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) return;
           only = &b;
         }
-        if (only) site_datasets(m, only->value, path, out, depth + 1);
+        if (only) site_datasets(m, file, only->value, path, out, depth + 1);
         return;
       }
       default: return;
     }
   }
 
-  static void defer(CheckContext& ctx, const Call& c, TSNode workers, std::vector<SiteDataset> datasets) {
+  static void defer(CheckContext& ctx, const Call& c, TSNode workers, bool persistent,
+                    std::vector<SiteDataset> datasets) {
     const Model& m = ctx.model();
     std::string workers_text = fmt::format("num_workers={}", m.text(workers));
     if (workers_text.size() > 60 || workers_text.find('\n') != std::string::npos) workers_text = "num_workers";
@@ -994,8 +1096,12 @@ class MissingWorkerInitFn final : public Check {
     std::string version = fmt::format("{}.{}", major, minor);
     std::string site = ctx.path();
     Diagnostic d = ctx.diagnostic(c.node, "");
-    ctx.defer(std::move(d), [datasets = std::move(datasets), workers_text, global_numpy_counts, version, site](
-                                const ProjectIndex& index, Diagnostic& diag) {
+    std::string replay = persistent ? "every worker gets a copy of the same generator and replays the same random "
+                                      "numbers as the others"
+                                    : "every worker gets a copy of the same generator and replays the same random "
+                                      "numbers, every epoch";
+    ctx.defer(std::move(d), [datasets = std::move(datasets), workers_text, global_numpy_counts, version, site,
+                             replay](const ProjectIndex& index, Diagnostic& diag) {
       for (const SiteDataset& ds : datasets) {
         Resolver r(index, site);
         r.dataset(ds);
@@ -1007,9 +1113,8 @@ class MissingWorkerInitFn final : public Check {
                                               : fmt::format("`{}`", g.display);
           diag.message = fmt::format(
               "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}`{} draws "
-              "from {} (created once {}, {}): every worker gets a copy of the same generator and replays the "
-              "same random numbers, every epoch",
-              workers_text, dataset, through, what, g.where, location(g, site));
+              "from {} (created once {}, {}): {}",
+              workers_text, dataset, through, what, g.where, location(g, site), replay);
           diag.help = generator_help(g);
           return true;
         }
