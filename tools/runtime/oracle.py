@@ -165,14 +165,16 @@ class Outcome(object):
 class Rule(object):
     """One rule's runtime experiment.
 
-    ``runs`` lists (program, n, env) triples; ``evaluate`` turns the finished
-    runs into an Outcome.  ``timing`` rules are run alone, after the others,
-    so that nothing else competes for the CPU while they are timed.
+    Every program in ``programs`` runs with ``n * k`` iterations for each k in
+    ``sizes`` (``repeats`` times), plus the ``extra`` (program, n) runs, with
+    ``env`` added to the environment.  ``evaluate`` turns the finished runs
+    into an Outcome.  ``timing`` rules run one program at a time, after the
+    others, so that the oracle's own runs do not compete while they are timed.
     """
 
     def __init__(self, rule_id, name, folder, n, claim, measured, evaluate,
                  programs=("leak.py", "fixed.py"), env=None, timing=False,
-                 repeats=1, timeout=180, sizes=(1, 2)):
+                 repeats=1, timeout=180, sizes=(1, 2), extra=()):
         self.rule_id = rule_id
         self.name = name
         self.folder = folder
@@ -186,6 +188,7 @@ class Rule(object):
         self.repeats = repeats
         self.timeout = timeout
         self.sizes = sizes
+        self.extra = extra  # further (program, n) runs
 
     def jobs(self):
         out = []
@@ -193,6 +196,7 @@ class Rule(object):
             for n in (k * self.n for k in self.sizes):
                 for program in self.programs:
                     out.append((program, n, rep))
+        out.extend((program, n, 0) for program, n in self.extra)
         return out
 
 
@@ -355,6 +359,8 @@ def eval_eval_no_grad(res):
     if err:
         return Outcome(err, "", False, False)
     lp1, lp2 = L1.get("graph_peak_bytes"), L2.get("graph_peak_bytes")
+    single = res.one("leak.py", 1)
+    one_batch = single.get("graph_peak_bytes") if single.ok else None
     leak_fig = "peak saved activations {} / {}; held after loop {}; peak RSS {} / {} MiB".format(
         fmt_bytes(lp1), fmt_bytes(lp2), fmt_bytes(L2.get("graph_bytes")), rss_mib(L1), rss_mib(L2))
     fixed_fig = "peak saved activations {} / {}; peak RSS {} / {} MiB".format(
@@ -364,10 +370,11 @@ def eval_eval_no_grad(res):
     fixed_clean = F1.get("graph_peak_bytes") == 0 and F2.get("graph_peak_bytes") == 0
     notes = [
         "The peak is higher but does not grow with the number of batches: each batch's graph "
-        "is freed when `logits` is rebound, and the peak ({}) is two batches' saved "
-        "activations, because the previous batch's graph is still referenced by `logits` "
-        "while the next forward runs. Peak RSS: {} MiB without vs {} MiB with no_grad.".format(
-            fmt_bytes(lp2), rss_mib(L2), rss_mib(F2)),
+        "is freed when `logits` is rebound. One batch's graph holds {} (a 1-batch run), the "
+        "peak is {:.2f} times that, because the previous batch's graph is still referenced "
+        "by `logits` while the next forward runs. Peak RSS: {} MiB without vs {} MiB with "
+        "no_grad.".format(fmt_bytes(one_batch), lp2 / float(one_batch or 1), rss_mib(L2),
+                          rss_mib(F2)),
     ]
     return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
 
@@ -500,11 +507,14 @@ def eval_zero_grad(res):
     notes = [
         "The effect is wrong updates, not memory: without `zero_grad()` the `.grad` used by "
         "step k is exactly the sum of the k per-step gradients (measured through gradient "
-        "hooks), and memory is flat in both versions. The loss is not necessarily worse: with "
-        "this small learning rate the summed gradient acts like momentum of 1 and the leaking "
-        "run reaches loss {:.2f} after {} steps vs {:.2f} for the fixed run, then becomes "
-        "unstable ({:.2f} after {} steps).".format(
-            L1.get("final_loss"), n, F1.get("final_loss"), L2.get("final_loss"), 2 * n),
+        "hooks), and memory is flat in both versions. Loss after {} / {} steps: {:.2f} / {:.2f} "
+        "leaking vs {:.2f} / {:.2f} fixed{}.".format(
+            n, 2 * n, L1.get("final_loss"), L2.get("final_loss"), F1.get("final_loss"),
+            F2.get("final_loss"),
+            " -- the summed gradient acts like momentum 1: with this small learning rate it "
+            "first gets ahead of the fixed run, then overshoots"
+            if L1.get("final_loss") < F1.get("final_loss") and L2.get("final_loss") > L1.get("final_loss")
+            else ""),
     ]
     return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
 
@@ -653,7 +663,7 @@ RULES = [
          "activations: higher peak memory than with `no_grad` (no growth with the number of "
          "batches).",
          "peak bytes of activations saved for backward during the loop; peak RSS",
-         eval_eval_no_grad),
+         eval_eval_no_grad, extra=(("leak.py", 1),)),
     Rule("TL007", "retain-graph-in-loop", "TL007_retain_graph", 20,
          "`backward(retain_graph=True)` every step keeps the step's saved activations alive "
          "until the next step replaces the graph: one graph held after the loop, peak of two "
