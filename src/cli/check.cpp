@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <iostream>
 
 #include "cli/commands.h"
+#include "core/baseline.h"
 #include "core/catalogue.h"
 #include "core/engine.h"
 #include "report/report.h"
@@ -107,6 +109,16 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   cmd.add_option("--extra-arg", a.extra_args, "C++: an argument appended to every compile command (repeatable)");
   cmd.add_option("--extra-arg-before", a.extra_args_before,
                  "C++: an argument inserted before every compile command's own (repeatable)");
+  CLI::Option* config = cmd.add_option(
+      "--config", a.config,
+      "Use this configuration file (pyproject.toml or torchleak.toml) for every file, instead of the nearest one");
+  cmd.add_flag("--isolated", a.isolated, "Read no configuration file")->excludes(config);
+  cmd.add_flag("--report-unused-suppressions", a.report_unused_suppressions,
+               "Report suppression comments that silence nothing (TL100)");
+  CLI::Option* baseline =
+      cmd.add_option("--baseline", a.baseline, "Report only the findings not recorded in this baseline file");
+  cmd.add_option("--write-baseline", a.write_baseline, "Record the current findings in this baseline file and exit")
+      ->excludes(baseline);
 }
 
 int run_check(const CheckArgs& a) {
@@ -124,11 +136,27 @@ int run_check(const CheckArgs& a) {
   options.config.cpp_extra_args_before = a.extra_args_before;
   options.jobs = a.jobs;
   options.respect_gitignore = !a.no_gitignore;
+  options.config_file = a.config;
+  options.use_config_files = !a.isolated;
+  options.report_unused_suppressions = a.report_unused_suppressions;
   options.cancel = &g_cancel;
+  std::optional<Baseline> baseline;
+  if (!a.baseline.empty()) {
+    try {
+      baseline = Baseline::load(a.baseline);
+    } catch (const BaselineError& e) {
+      fmt::print(stderr, "torchleak: error: {}\n", e.what());
+      return 2;
+    }
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
   RunResult result = run(options);
+  if (!result.fatal.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", result.fatal);
+    return 2;
+  }
   if (result.cancelled) {
     fmt::print(stderr, "torchleak: interrupted; no report written\n");
     return 130;
@@ -136,6 +164,23 @@ int run_check(const CheckArgs& a) {
   for (const auto& e : result.errors) fmt::print(stderr, "torchleak: error: {}: {}\n", e.path, e.message);
   if (!a.quiet)
     for (const auto& n : result.notes) fmt::print(stderr, "torchleak: note: {}: {}\n", n.path, n.message);
+  if (!a.write_baseline.empty()) {
+    Baseline recorded = Baseline::record(result.diagnostics, a.write_baseline);
+    if (!write_atomically(a.write_baseline, recorded.serialize())) {
+      fmt::print(stderr, "torchleak: error: {}: cannot write the baseline\n", a.write_baseline);
+      return 2;
+    }
+    if (!a.quiet)
+      fmt::print(stderr, "torchleak: recorded {} finding{} in {}\n", result.diagnostics.size(),
+                 result.diagnostics.size() == 1 ? "" : "s", a.write_baseline);
+    return result.errors.empty() ? 0 : 2;
+  }
+  if (baseline) {
+    size_t gone = baseline->filter(result.diagnostics);
+    if (gone && !a.quiet)
+      fmt::print(stderr, "torchleak: note: {}: {} recorded finding{} no longer occur{}; --write-baseline updates it\n",
+                 a.baseline, gone, gone == 1 ? "" : "s", gone == 1 ? "s" : "");
+  }
 
   report::Options ropt;
   bool tty = a.output.empty() && ::isatty(STDOUT_FILENO);

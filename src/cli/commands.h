@@ -24,6 +24,9 @@ struct CheckArgs {
   // arguments appended to (or inserted before) every compile command.
   std::string build_path;
   std::vector<std::string> extra_args, extra_args_before;
+  bool isolated = false;                    // read no configuration file
+  bool report_unused_suppressions = false;  // TL100
+  std::string baseline, write_baseline;
 };
 
 void add_check_options(CLI::App& cmd, CheckArgs& args);

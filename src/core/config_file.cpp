@@ -58,7 +58,10 @@ class Reader {
   Reader(std::string path, std::string table) : path_(std::move(path)), table_(std::move(table)) {}
 
   [[noreturn]] void fail(const toml::node& at, std::string_view key, std::string_view what) const {
-    const auto& begin = at.source().begin;
+    fail(at.source(), key, what);
+  }
+  [[noreturn]] void fail(const toml::source_region& at, std::string_view key, std::string_view what) const {
+    const auto& begin = at.begin;
     std::string where = begin.line ? fmt::format("{}:{}:{}", path_, begin.line, begin.column) : path_;
     throw ConfigError(fmt::format("{}: {}key '{}'{}{}", where, table_.empty() ? "" : table_ + " ", key,
                                   what.substr(0, 1) == ":" ? "" : " ", what));
@@ -95,20 +98,20 @@ class Reader {
     return out;
   }
 
-  void unknown(const toml::node& at, std::string_view key) const {
+  [[noreturn]] void unknown(const toml::key& key) const {
     std::string expected;
     std::string_view closest;
     size_t best = 3;
     for (auto k : config_keys()) {
       expected += fmt::format("{}{}", expected.empty() ? "" : ", ", k);
-      size_t d = edit_distance(key, k);
+      size_t d = edit_distance(key.str(), k);
       if (d < best) {
         best = d;
         closest = k;
       }
     }
     std::string hint = closest.empty() ? "" : fmt::format("; did you mean '{}'?", closest);
-    fail(at, key, fmt::format(": unknown key (expected one of: {}){}", expected, hint));
+    fail(key.source(), key.str(), fmt::format(": unknown key (expected one of: {}){}", expected, hint));
   }
 
   Config read(const toml::table& t) const {
@@ -174,7 +177,7 @@ class Reader {
       } else if (key == "extra-data-parallel") {
         c.extra_data_parallel = strings(node, key);
       } else {
-        unknown(node, key);
+        unknown(k);
       }
     }
     return c;

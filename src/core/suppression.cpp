@@ -374,6 +374,9 @@ bool FileSuppressions::suppresses(const Diagnostic& d, const RuleInfo& rule) {
   for (auto& e : entries_) {
     if (e.first_line == 0 || d.start.line < e.first_line || d.start.line > e.last_line) continue;
     if (e.directive.codes.empty()) {
+      // A bare directive would silence the report that it is unused: only
+      // an explicit code silences a finding of the engine's own (TL100).
+      if (rule.engine) continue;
       e.used = true;
       silenced = true;
       continue;

@@ -99,7 +99,8 @@ class FileSuppressions {
   bool skip_file() const { return skip_file_; }
 
   // Whether a directive silences `d` (a finding of `rule`); every directive
-  // that does is marked used.
+  // that does is marked used. A finding of an engine rule (TL100) is silenced
+  // only by a directive that names it.
   bool suppresses(const Diagnostic& d, const RuleInfo& rule);
 
   // Findings of `unused_rule` (TL100) for each torchleak directive, or each

@@ -1289,7 +1289,8 @@ bool Model::module_instance_at(TSNode expr, int depth) const {
     auto& extra = config_.extra_data_parallel;
     bool wrapper = callee == "torch.nn.DataParallel" || callee == "torch.nn.parallel.DistributedDataParallel" ||
                    callee == "torch.nn.parallel.DataParallel" ||
-                   std::find(extra.begin(), extra.end(), callee) != extra.end();
+                   std::find(extra.begin(), extra.end(), callee) != extra.end() ||
+                   std::find(extra.begin(), extra.end(), std::string(last_component(callee))) != extra.end();
     if (wrapper) return true;
   }
   return module_instance_at(v, depth + 1);
@@ -1302,8 +1303,10 @@ bool Model::is_loss_function(TSNode expr) const {
   std::string name = qualify(expr);
   if (name.empty()) return false;
   auto& extra = config_.extra_losses;
-  if (std::find(extra.begin(), extra.end(), name) != extra.end()) return true;
   std::string_view leaf = last_component(name);
+  if (std::find(extra.begin(), extra.end(), name) != extra.end() ||
+      std::find(extra.begin(), extra.end(), std::string(leaf)) != extra.end())
+    return true;
   if (named_like(leaf, {"criterion", "loss_fn", "loss_func", "loss_function", "lossfn", "loss_fct"},
                  {"_criterion", "_loss_fn", "_loss_func"}) ||
       starts_with(leaf, "criterion"))
@@ -1324,13 +1327,17 @@ bool Model::is_optimizer(TSNode expr) const {
   std::string name = qualify(expr);
   if (name.empty()) return false;
   auto& extra = config_.extra_optimizers;
-  if (std::find(extra.begin(), extra.end(), name) != extra.end()) return true;
+  if (std::find(extra.begin(), extra.end(), name) != extra.end() ||
+      std::find(extra.begin(), extra.end(), std::string(last_component(name))) != extra.end())
+    return true;
   int fn = function_at(start_byte(expr));
   const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
   if (b && b->kind == BindingKind::Assign && !is_null(b->value) && kind_of(unparenthesize(b->value)) == Kind::Call) {
     std::string callee = qualify(field(unparenthesize(b->value), "function"));
     if (starts_with(callee, "torch.optim.") && !starts_with(callee, "torch.optim.lr_scheduler")) return true;
-    if (std::find(extra.begin(), extra.end(), callee) != extra.end()) return true;
+    if (std::find(extra.begin(), extra.end(), callee) != extra.end() ||
+        std::find(extra.begin(), extra.end(), std::string(last_component(callee))) != extra.end())
+      return true;
     return false;
   }
   std::string_view leaf = last_component(name);
