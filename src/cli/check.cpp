@@ -1,14 +1,18 @@
+// `torchleak check`: discovery, analysis, one report, and the exit code
+// (0 nothing found, 1 findings, 2 a usage error or a path not analyzed).
 #include <fmt/format.h>
 #include <git2.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
-#include <iostream>
 
 #include "cli/commands.h"
 #include "core/baseline.h"
@@ -26,15 +30,14 @@ std::atomic<bool> g_cancel{false};
 
 void on_signal(int) { g_cancel.store(true); }
 
-// The directory %SRCROOT% stands for: the enclosing git work tree, else the
-// working directory.
+// The directory %SRCROOT% (and GitHub's file=) stands for: the git work tree
+// that holds the working directory, else the working directory itself.
 std::string find_srcroot() {
   std::error_code ec;
-  std::string cwd = fs::current_path(ec).string();
+  std::string root = fs::current_path(ec).string();
   git_libgit2_init();
   git_repository* repo = nullptr;
-  std::string root = cwd;
-  if (git_repository_open_ext(&repo, cwd.c_str(), 0, nullptr) == 0) {
+  if (git_repository_open_ext(&repo, root.c_str(), 0, nullptr) == 0) {
     if (const char* wd = git_repository_workdir(repo)) root = wd;
     git_repository_free(repo);
   }
@@ -51,7 +54,8 @@ bool parse_format(const std::string& s, report::Format& f) {
   return true;
 }
 
-// Unknown codes in --select/--ignore are a usage error, as in ruff.
+// An entry of --select/--ignore that names no rule is a usage error: a typo
+// would otherwise silently select nothing, or ignore nothing.
 bool validate_rule_list(const std::vector<std::string>& list, const char* option) {
   const Catalogue& catalogue = Catalogue::builtin();
   for (const auto& entry : list) {
@@ -65,44 +69,81 @@ bool validate_rule_list(const std::vector<std::string>& list, const char* option
   return true;
 }
 
-// Writes `text` to `path` through a temporary file and a rename, so an
-// interrupted run never leaves a partial report behind.
-bool write_atomically(const std::string& path, const std::string& text) {
+// NO_COLOR (no-color.org) turns colour off unless --color always asks for it.
+bool use_color(const std::string& mode, bool to_terminal) {
+  if (mode == "always") return true;
+  if (mode == "never") return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  return to_terminal && !(no_color && *no_color);
+}
+
+// Writes `text` to `path` through a temporary file in the same directory and
+// a rename, so a failed or interrupted run never leaves a partial report.
+// Missing parent directories are created. Returns "" or why it failed.
+std::string write_atomically(const std::string& path, const std::string& text) {
+  std::error_code ec;
+  fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    fs::create_directories(parent, ec);
+    if (ec) return fmt::format("cannot create directory {}: {}", parent.string(), ec.message());
+  }
   std::string tmp = path + ".torchleak-tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return false;
-    out << text;
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return false;
-    }
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return std::strerror(errno);
+  bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  int saved = errno;
+  if (std::fclose(f) != 0 && written) {
+    written = false;
+    saved = errno;
   }
-  if (g_cancel.load() || std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!written) {
     std::remove(tmp.c_str());
-    return false;
+    return std::strerror(saved);
   }
-  return true;
+  if (g_cancel.load()) {
+    std::remove(tmp.c_str());
+    return "interrupted";
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    saved = errno;
+    std::remove(tmp.c_str());
+    return std::strerror(saved);
+  }
+  return {};
 }
 
 }  // namespace
 
 void add_check_options(CLI::App& cmd, CheckArgs& a) {
-  cmd.add_option("PATHS", a.paths, "Files or directories to analyze");
-  cmd.add_option("--select", a.select, "Only these rules (codes, names or prefixes)")->delimiter(',');
-  cmd.add_option("--ignore", a.ignore, "Skip these rules (codes, names or prefixes)")->delimiter(',');
-  cmd.add_option("--exclude", a.exclude, "Skip files and directories matching this glob")->delimiter(',');
-  cmd.add_option("--format", a.format, "Output format")
+  cmd.add_option("PATHS", a.paths, "Files or directories to analyze (default: .)");
+  // One value per occurrence (comma-separated, or the option repeated): a
+  // list option must not swallow the paths that follow it.
+  cmd.add_option("--select", a.select, "Only these rules: codes, names or code prefixes, comma-separated")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--ignore", a.ignore, "Skip these rules: codes, names or code prefixes, comma-separated")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--exclude", a.exclude, "Skip files and directories matching these globs, comma-separated")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--format", a.format, "Output format: text, json, sarif or github")
       ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
   cmd.add_option("-o,--output", a.output, "Write the report to this file instead of standard output");
-  cmd.add_option("--color", a.color, "Colour the text output")->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd.add_option("--color", a.color, "Colour the text report: auto (on a terminal), always or never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd.add_option("--target-torch-version", a.target_torch_version,
                  "The PyTorch version the code runs on (major.minor)");
   cmd.add_flag("--exit-zero", a.exit_zero, "Exit 0 even when problems are found");
-  cmd.add_flag("--statistics", a.statistics, "Count problems per rule");
-  cmd.add_flag("-q,--quiet", a.quiet, "Print findings only, no source excerpt or summary");
-  cmd.add_flag("--no-gitignore", a.no_gitignore, "Analyze files that .gitignore excludes");
+  cmd.add_flag("--statistics", a.statistics, "Count problems per rule instead of listing them");
+  cmd.add_flag("-q,--quiet", a.quiet, "Print the findings only: no summary, no notes");
+  cmd.add_flag("--no-gitignore", a.no_gitignore, "Also analyze files that .gitignore excludes");
   cmd.add_option("-j,--jobs", a.jobs, "Threads to analyze with (default: one per core)");
   cmd.add_option("-p,--build-path", a.build_path,
                  "C++: the build directory holding compile_commands.json (default: searched upward from each file)");
@@ -125,6 +166,10 @@ int run_check(const CheckArgs& a) {
   report::Format format;
   if (!parse_format(a.format, format)) return 2;
   if (!validate_rule_list(a.select, "--select") || !validate_rule_list(a.ignore, "--ignore")) return 2;
+  if (a.statistics && (format == report::Format::Sarif || format == report::Format::Github)) {
+    fmt::print(stderr, "torchleak: error: --statistics goes with --format text (json always has them)\n");
+    return 2;
+  }
   RunOptions options;
   if (!a.paths.empty()) options.paths = a.paths;
   options.config.select = a.select;
@@ -166,8 +211,8 @@ int run_check(const CheckArgs& a) {
     for (const auto& n : result.notes) fmt::print(stderr, "torchleak: note: {}: {}\n", n.path, n.message);
   if (!a.write_baseline.empty()) {
     Baseline recorded = Baseline::record(result.diagnostics, a.write_baseline);
-    if (!write_atomically(a.write_baseline, recorded.serialize())) {
-      fmt::print(stderr, "torchleak: error: {}: cannot write the baseline\n", a.write_baseline);
+    if (std::string why = write_atomically(a.write_baseline, recorded.serialize()); !why.empty()) {
+      fmt::print(stderr, "torchleak: error: {}: cannot write the baseline: {}\n", a.write_baseline, why);
       return 2;
     }
     if (!a.quiet)
@@ -183,20 +228,22 @@ int run_check(const CheckArgs& a) {
   }
 
   report::Options ropt;
-  bool tty = a.output.empty() && ::isatty(STDOUT_FILENO);
-  ropt.color = format == report::Format::Text && (a.color == "always" || (a.color == "auto" && tty));
+  ropt.color = format == report::Format::Text && use_color(a.color, a.output.empty() && ::isatty(STDOUT_FILENO));
   ropt.statistics = a.statistics;
   ropt.quiet = a.quiet;
-  if (format == report::Format::Sarif) ropt.srcroot = find_srcroot();
+  if (format == report::Format::Sarif || format == report::Format::Github) ropt.srcroot = find_srcroot();
   if (format == report::Format::Sarif && result.diagnostics.size() > 25000)
-    fmt::print(stderr, "torchleak: warning: {} results; SARIF output keeps the first 25000 (code scanning's limit)\n",
+    fmt::print(stderr, "torchleak: warning: {} results; the SARIF report keeps the first 25000 (code scanning's limit)\n",
                result.diagnostics.size());
   std::string text = report::render(format, result, ropt);
   if (a.output.empty()) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-  } else if (!write_atomically(a.output, text)) {
-    fmt::print(stderr, "torchleak: error: {}: cannot write the report\n", a.output);
+    bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
+    if (!written) {
+      fmt::print(stderr, "torchleak: error: cannot write the report to standard output: {}\n", std::strerror(errno));
+      return 2;
+    }
+  } else if (std::string why = write_atomically(a.output, text); !why.empty()) {
+    fmt::print(stderr, "torchleak: error: {}: cannot write the report: {}\n", a.output, why);
     return 2;
   }
   if (!result.errors.empty()) return 2;
@@ -204,41 +251,8 @@ int run_check(const CheckArgs& a) {
   return 0;
 }
 
-int run_rule(const std::string& name, bool all, const std::string& output_dir) {
-  const Catalogue& catalogue = Catalogue::builtin();
-  if (all) {
-    if (!output_dir.empty()) {
-      std::error_code ec;
-      fs::create_directories(output_dir, ec);
-      for (const auto& r : catalogue.rules()) {
-        std::ofstream out(fs::path(output_dir) / r.doc_file(), std::ios::binary | std::ios::trunc);
-        out << render_rule_markdown(r);
-        if (!out) {
-          fmt::print(stderr, "torchleak: error: {}: cannot write\n", (fs::path(output_dir) / r.doc_file()).string());
-          return 2;
-        }
-      }
-      return 0;
-    }
-    bool first = true;
-    for (const auto& r : catalogue.rules()) {
-      if (!first) fmt::print("\n");
-      first = false;
-      fmt::print("{}", render_rule_markdown(r));
-    }
-    return 0;
-  }
-  if (name.empty()) {
-    fmt::print(stderr, "torchleak: error: name a rule (TL001 or accumulate-undetached), or pass --all\n");
-    return 2;
-  }
-  const RuleInfo* r = catalogue.find(name);
-  if (!r) {
-    fmt::print(stderr, "torchleak: error: no rule named '{}' (see `torchleak rule --all`)\n", name);
-    return 2;
-  }
-  fmt::print("{}", render_rule_markdown(*r));
-  return 0;
+std::string usage_error_message(const CLI::App*, const CLI::Error& e) {
+  return fmt::format("torchleak: error: {}\nRun with --help for more information.\n", e.what());
 }
 
 }  // namespace torchleak

@@ -29,8 +29,18 @@ struct CheckArgs {
   std::string baseline, write_baseline;
 };
 
+struct RuleArgs {
+  std::string name;
+  bool all = false;
+  std::string output_dir;
+};
+
 void add_check_options(CLI::App& cmd, CheckArgs& args);
+void add_rule_options(CLI::App& cmd, RuleArgs& args);
 int run_check(const CheckArgs& args);
-int run_rule(const std::string& name, bool all, const std::string& output_dir);
+int run_rule(const RuleArgs& args);
+
+// What CLI11 prints for a usage error, in the form of torchleak's other errors.
+std::string usage_error_message(const CLI::App* app, const CLI::Error& e);
 
 }  // namespace torchleak

@@ -47,6 +47,7 @@ struct Diagnostic {
   std::string message;
   std::string help;         // a one-line hint of the fix, specific to this finding
   std::string source_line;  // the text of line `start.line`, without its terminator
+  std::string end_source_line;  // the text of line `end.line` when it is another line (the engine fills it)
   std::string context;      // enclosing function or class, for fingerprints ("Trainer.fit")
   // The flagged statement's tokens joined by single spaces, comments left out:
   // what a baseline fingerprints, so that reformatting and moving keep identity.

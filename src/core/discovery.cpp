@@ -17,22 +17,33 @@ namespace torchleak {
 
 namespace {
 
-constexpr std::array<const char*, 16> kSkippedNames = {
-    "__pycache__", "node_modules", "site-packages", "venv", "env", "virtualenv", "build",
-    "dist", "_build", "buck-out", "__pypackages__", "htmlcov", "target", "CMakeFiles", "wheelhouse", "eggs"};
+// Directory names that hold installed packages, caches or build output, never
+// the project's own code. Names a project may well use for its code (`env`
+// for reinforcement-learning environments, `target`) are not listed: virtual
+// environments and build trees are recognised by their marker files instead.
+constexpr std::array<const char*, 12> kSkippedNames = {
+    "__pycache__", "node_modules", "site-packages", "venv", "virtualenv", "build",
+    "dist", "_build", "buck-out", "__pypackages__", "htmlcov", "wheelhouse"};
 
-bool excluded(const std::vector<std::string>& globs, const fs::path& path) {
+bool glob_matches(const std::string& glob, const std::string& path) {
+  if (fnmatch(glob.c_str(), path.c_str(), 0) == 0) return true;
+  // "dir/" or "dir/**" style: a prefix of the path.
+  std::string prefix = glob;
+  while (!prefix.empty() && (prefix.back() == '/' || prefix.back() == '*')) prefix.pop_back();
+  return !prefix.empty() && prefix.size() < glob.size() && (path == prefix || path.rfind(prefix + "/", 0) == 0);
+}
+
+// A glob matches a file or directory by its name, by its path as reported, or
+// by its path relative to the directory given on the command line.
+bool excluded(const std::vector<std::string>& globs, const fs::path& path, const fs::path& root) {
   if (globs.empty()) return false;
   std::string whole = path.generic_string();
   if (whole.rfind("./", 0) == 0) whole.erase(0, 2);
+  std::string under_root = path.lexically_normal().lexically_relative(root.lexically_normal()).generic_string();
   std::string name = path.filename().string();
   for (const auto& g : globs) {
-    if (fnmatch(g.c_str(), whole.c_str(), 0) == 0 || fnmatch(g.c_str(), name.c_str(), 0) == 0) return true;
-    // "dir/" or "dir/**" style: a prefix of the path.
-    std::string prefix = g;
-    while (!prefix.empty() && (prefix.back() == '/' || prefix.back() == '*')) prefix.pop_back();
-    if (!prefix.empty() && prefix.size() < g.size() &&
-        (whole == prefix || whole.rfind(prefix + "/", 0) == 0))
+    if (fnmatch(g.c_str(), name.c_str(), 0) == 0 || glob_matches(g, whole)) return true;
+    if (!under_root.empty() && under_root != "." && under_root.rfind("..", 0) != 0 && glob_matches(g, under_root))
       return true;
   }
   return false;
@@ -130,12 +141,14 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
         out.errors.emplace_back(given, "not a regular file");
         continue;
       }
+      fs::path file = root.lexically_normal();
+      if (excluded(options.exclude, file, file)) continue;
+      if (options.excluded_by_config && options.excluded_by_config(file.generic_string())) continue;
       if (!handles(given)) {
         out.errors.emplace_back(given, "not a Python or C++ source file");
         continue;
       }
-      if (options.excluded_by_config && options.excluded_by_config(root.lexically_normal().generic_string())) continue;
-      add(root.lexically_normal().generic_string());
+      add(file.generic_string());
       continue;
     }
     std::vector<fs::path> stack{root};
@@ -163,7 +176,10 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
         std::error_code sec;
         bool is_dir = e.is_directory(sec);
         if (is_dir) {
-          if (is_skipped_directory_name(name) || excluded(options.exclude, p) || is_environment_or_build(p))
+          // A linked directory is not entered (as git does not): it would
+          // report files twice, or walk out of the project.
+          if (e.is_symlink(sec)) continue;
+          if (is_skipped_directory_name(name) || excluded(options.exclude, p, root) || is_environment_or_build(p))
             continue;
           if (options.excluded_by_config && options.excluded_by_config(p.generic_string())) continue;
           if (options.respect_gitignore && ignore.ignored(p, true)) continue;
@@ -171,7 +187,7 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
           continue;
         }
         if (!e.is_regular_file(sec) || !handles(p.generic_string())) continue;
-        if (excluded(options.exclude, p)) continue;
+        if (excluded(options.exclude, p, root)) continue;
         if (options.excluded_by_config && options.excluded_by_config(p.generic_string())) continue;
         if (options.respect_gitignore && ignore.ignored(p, false)) continue;
         add(p.generic_string());

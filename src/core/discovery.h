@@ -10,7 +10,7 @@
 namespace torchleak {
 
 struct DiscoveryOptions {
-  std::vector<std::string> exclude;  // globs, matched against each path component and the whole path
+  std::vector<std::string> exclude;  // globs, matched against names, reported paths and paths under the root given
   bool respect_gitignore = true;
   // The `exclude` of configuration files, which depends on where a path lies
   // (core/config_file.h): true to skip the file or directory.
@@ -22,8 +22,9 @@ struct DiscoveredFiles {
   std::vector<std::pair<std::string, std::string>> errors;  // (path, reason)
 };
 
-// `handles` decides which files of a walked directory are analyzed; a file
-// named explicitly is analyzed whatever its extension if some frontend takes it.
+// `handles` decides which files are analyzed. A file named explicitly is
+// analyzed even when .gitignore matches it, skipped when an exclude glob does,
+// and an error when no frontend takes it.
 DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryOptions& options,
                          bool (*handles)(const std::string& path));
 

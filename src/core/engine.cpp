@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -39,6 +41,17 @@ size_t invalid_utf8_offset(std::string_view s) {
     i += len;
   }
   return std::string_view::npos;
+}
+
+// The line that holds byte `byte` of `text`, without its terminator.
+std::string_view line_containing(std::string_view text, size_t byte) {
+  size_t pos = std::min(byte, text.size());
+  size_t begin = pos == 0 ? std::string_view::npos : text.rfind('\n', pos - 1);
+  begin = begin == std::string_view::npos ? 0 : begin + 1;
+  size_t end = std::min(text.find('\n', pos), text.size());
+  std::string_view line = text.substr(begin, end - begin);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
 }
 
 struct Slot {
@@ -79,6 +92,13 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
     slot.result.error = std::string("internal error while analyzing: ") + e.what();
     return;
   }
+  // Reporters convert the end column of a multi-line range with its own line.
+  auto complete = [&](Diagnostic& d) {
+    if (d.end.line != d.start.line && d.end_source_line.empty())
+      d.end_source_line = std::string(line_containing(input->text, d.end_byte));
+  };
+  for (auto& d : slot.result.diagnostics) complete(d);
+  for (auto& d : slot.result.deferred) complete(d.diagnostic);
   if (bom) {
     auto shift = [](Diagnostic& d) {
       d.start_byte += 3;
@@ -182,15 +202,16 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused) {
 }
 
 bool read_file(const std::string& path, std::string& text, std::string& error) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    error = "cannot open file";
+    error = errno ? fmt::format("cannot open: {}", std::strerror(errno)) : "cannot open";
     return false;
   }
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) {
-    error = "read error";
+    error = errno ? fmt::format("read error: {}", std::strerror(errno)) : "read error";
     return false;
   }
   text = std::move(ss).str();
@@ -202,7 +223,17 @@ bool read_file(const std::string& path, std::string& text, std::string& error) {
 std::string unreadable_reason(std::string_view bytes) {
   if (bytes.find('\0') != std::string_view::npos) return "binary file (contains NUL bytes), not source text";
   size_t bad = invalid_utf8_offset(bytes);
-  if (bad != std::string_view::npos) return fmt::format("not valid UTF-8 (invalid byte at offset {})", bad);
+  if (bad != std::string_view::npos) {
+    size_t line = 1 + static_cast<size_t>(std::count(bytes.begin(), bytes.begin() + bad, '\n'));
+    size_t begin = bad == 0 ? std::string_view::npos : bytes.rfind('\n', bad - 1);
+    begin = begin == std::string_view::npos ? 0 : begin + 1;
+    // What precedes the bad byte is valid UTF-8: count its code points.
+    size_t column = 1 + static_cast<size_t>(std::count_if(bytes.begin() + begin, bytes.begin() + bad, [](char c) {
+                      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+                    }));
+    return fmt::format("not valid UTF-8: byte 0x{:02X} at line {}, column {} (source files are read as UTF-8)",
+                       static_cast<unsigned char>(bytes[bad]), line, column);
+  }
   return {};
 }
 

@@ -1,4 +1,7 @@
+// Columns, paths and counts shared by the reporters.
 #include <algorithm>
+#include <filesystem>
+#include <map>
 
 #include "report/report.h"
 
@@ -15,6 +18,17 @@ uint32_t count_until(std::string_view line, uint32_t byte_column, Count units_of
   }
   return units + (byte_column > end ? byte_column - end : 0);
 }
+
+// The directory part resolved through symbolic links, the name kept: a file
+// reached through a link is named where the user sees it.
+std::filesystem::path resolved(const std::filesystem::path& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path abs = fs::absolute(p, ec).lexically_normal();
+  if (ec) return p;
+  fs::path parent = fs::weakly_canonical(abs.parent_path(), ec);
+  return ec ? abs : parent / abs.filename();
+}
 }  // namespace
 
 uint32_t utf16_column(std::string_view line, uint32_t byte_column) {
@@ -24,6 +38,30 @@ uint32_t utf16_column(std::string_view line, uint32_t byte_column) {
 
 uint32_t codepoint_column(std::string_view line, uint32_t byte_column) {
   return count_until(line, byte_column, [](unsigned char) { return 1u; });
+}
+
+std::string_view end_line_text(const Diagnostic& d) {
+  return d.end.line == d.start.line ? std::string_view(d.source_line) : std::string_view(d.end_source_line);
+}
+
+std::string repository_path(const std::string& path, const std::string& srcroot) {
+  namespace fs = std::filesystem;
+  std::string given = fs::path(path).lexically_normal().generic_string();
+  if (given.rfind("./", 0) == 0) given.erase(0, 2);
+  if (srcroot.empty()) return given;
+  std::error_code ec;
+  fs::path root = fs::weakly_canonical(fs::absolute(srcroot, ec), ec);
+  if (ec) return given;
+  std::string rel = resolved(path).lexically_relative(root).generic_string();
+  return rel.empty() || rel == "." ? fs::path(path).filename().generic_string() : rel;
+}
+
+std::vector<std::pair<std::string, size_t>> problems_per_rule(const RunResult& result) {
+  std::map<std::string, size_t> counts;
+  for (const auto& d : result.diagnostics) ++counts[d.rule_id];
+  std::vector<std::pair<std::string, size_t>> out(counts.begin(), counts.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
 }
 
 }  // namespace torchleak::report

@@ -1,4 +1,6 @@
-// GitHub Actions workflow commands: one ::warning / ::error line per finding.
+// GitHub Actions workflow commands: one ::warning / ::error / ::notice line
+// per finding, which the runner turns into an annotation on the file and line.
+// Files that could not be analyzed become ::error lines, caveats ::notice.
 #include <fmt/format.h>
 
 #include "report/report.h"
@@ -6,7 +8,9 @@
 namespace torchleak::report {
 
 namespace {
-// Workflow command escaping: data escapes %, CR, LF; properties also : and ,.
+
+// The runner's escaping (actions/toolkit, command.ts): the message escapes
+// %, CR and LF; a property value also : and , which delimit properties.
 std::string escape_data(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -17,6 +21,7 @@ std::string escape_data(std::string_view s) {
   }
   return out;
 }
+
 std::string escape_property(std::string_view s) {
   std::string out;
   for (char c : escape_data(s)) {
@@ -26,24 +31,34 @@ std::string escape_property(std::string_view s) {
   }
   return out;
 }
+
+std::string command(Severity s) {
+  return s == Severity::Error ? "error" : s == Severity::Note ? "notice" : "warning";
+}
+
 }  // namespace
 
-std::string render_github(const RunResult& result, const Options&) {
+std::string render_github(const RunResult& result, const Options& options) {
   const Catalogue& catalogue = Catalogue::builtin();
   std::string out;
   for (const auto& d : result.diagnostics) {
     const RuleInfo* rule = catalogue.find(d.rule_id);
-    std::string level = rule && rule->severity == Severity::Error ? "error"
-                        : rule && rule->severity == Severity::Note ? "notice"
-                                                                   : "warning";
-    uint32_t col = codepoint_column(d.source_line, d.start.column) + 1;
-    std::string props = fmt::format("file={},line={},col={}", escape_property(d.path), d.start.line, col);
+    // Columns count code points, 1-based; the end column is exclusive.
+    std::string props = fmt::format("file={},line={},col={},endLine={}",
+                                     escape_property(repository_path(d.path, options.srcroot)), d.start.line,
+                                     codepoint_column(d.source_line, d.start.column) + 1, d.end.line);
     if (d.end.line == d.start.line)
-      props += fmt::format(",endLine={},endColumn={}", d.end.line,
-                           codepoint_column(d.source_line, d.end.column) + 1);
+      props += fmt::format(",endColumn={}", codepoint_column(d.source_line, d.end.column) + 1);
     props += ",title=" + escape_property(d.rule_id + " " + (rule ? rule->name : ""));
-    out += fmt::format("::{} {}::{}\n", level, props, escape_data(d.message));
+    out += fmt::format("::{} {}::{}\n", command(rule ? rule->severity : Severity::Warning), props,
+                       escape_data(d.message));
   }
+  auto file_message = [&](const FileError& e, std::string_view cmd, std::string_view what) {
+    out += fmt::format("::{} file={},title={}::{}\n", cmd, escape_property(repository_path(e.path, options.srcroot)),
+                       escape_property(what), escape_data(e.message));
+  };
+  for (const auto& e : result.errors) file_message(e, "error", "torchleak: could not analyze");
+  for (const auto& n : result.notes) file_message(n, "notice", "torchleak: note");
   return out;
 }
 

@@ -1,4 +1,5 @@
-// The JSON report; its schema is documented in docs/json-format.md.
+// The JSON report; its schema is documented in docs/json-format.md and is
+// stable within a "version": fields are only ever added.
 #include <nlohmann/json.hpp>
 
 #include <set>
@@ -9,54 +10,75 @@
 namespace torchleak::report {
 
 namespace {
-nlohmann::json position(const std::string& line_text, uint32_t line, uint32_t byte_col, bool same_line) {
-  return {{"line", line}, {"column", (same_line ? codepoint_column(line_text, byte_col) : byte_col) + 1}};
+
+using Json = nlohmann::ordered_json;
+
+// 1-based line and column; columns count Unicode code points.
+Json position(std::string_view line_text, Position p) {
+  return {{"line", p.line}, {"column", codepoint_column(line_text, p.column) + 1}};
 }
+
+Json diagnostic(const Diagnostic& d, const Catalogue& catalogue) {
+  const RuleInfo* rule = catalogue.find(d.rule_id);
+  Json j;
+  j["rule"] = d.rule_id;
+  j["name"] = rule ? rule->name : "";
+  j["severity"] = std::string(severity_name(rule ? rule->severity : Severity::Warning));
+  j["path"] = d.path;
+  j["start"] = position(d.source_line, d.start);
+  j["end"] = position(end_line_text(d), d.end);
+  j["message"] = d.message;
+  j["help"] = d.help;
+  j["context"] = d.context;
+  if (!d.fix) {
+    j["fix"] = nullptr;
+    return j;
+  }
+  Json edits = Json::array();
+  for (const auto& e : d.fix->edits)
+    edits.push_back({{"start_byte", e.start_byte}, {"end_byte", e.end_byte}, {"content", e.replacement}});
+  j["fix"] = {{"title", d.fix->title},
+              {"safety", d.fix->safety == FixSafety::Safe ? "safe" : "unsafe"},
+              {"edits", edits}};
+  return j;
+}
+
+Json file_messages(const std::vector<FileError>& list) {
+  Json out = Json::array();
+  for (const auto& e : list) out.push_back({{"path", e.path}, {"message", e.message}});
+  return out;
+}
+
 }  // namespace
 
 std::string render_json(const RunResult& result, const Options&) {
   const Catalogue& catalogue = Catalogue::builtin();
-  nlohmann::json diags = nlohmann::json::array();
+  Json diags = Json::array();
   std::set<std::string> files;
   for (const auto& d : result.diagnostics) {
-    const RuleInfo* rule = catalogue.find(d.rule_id);
-    nlohmann::json j;
-    j["rule"] = d.rule_id;
-    j["name"] = rule ? rule->name : "";
-    j["severity"] = rule ? std::string(severity_name(rule->severity)) : "warning";
-    j["path"] = d.path;
-    j["start"] = position(d.source_line, d.start.line, d.start.column, true);
-    j["end"] = position(d.source_line, d.end.line, d.end.column, d.end.line == d.start.line);
-    j["message"] = d.message;
-    j["help"] = d.help;
-    j["context"] = d.context;
-    if (d.fix) {
-      nlohmann::json edits = nlohmann::json::array();
-      for (const auto& e : d.fix->edits)
-        edits.push_back({{"start_byte", e.start_byte}, {"end_byte", e.end_byte}, {"content", e.replacement}});
-      j["fix"] = {{"title", d.fix->title},
-                  {"safety", d.fix->safety == FixSafety::Safe ? "safe" : "unsafe"},
-                  {"edits", edits}};
-    } else {
-      j["fix"] = nullptr;
-    }
-    diags.push_back(std::move(j));
+    diags.push_back(diagnostic(d, catalogue));
     files.insert(d.path);
   }
-  nlohmann::json errors = nlohmann::json::array();
-  for (const auto& e : result.errors) errors.push_back({{"path", e.path}, {"message", e.message}});
-  nlohmann::json out = {
+  Json statistics = Json::array();
+  for (const auto& [id, n] : problems_per_rule(result)) {
+    const RuleInfo* rule = catalogue.find(id);
+    statistics.push_back({{"rule", id}, {"name", rule ? rule->name : ""}, {"count", n}});
+  }
+  Json out = {
       {"version", 1},
       {"tool", {{"name", "torchleak"}, {"version", kVersion}}},
       {"diagnostics", diags},
-      {"errors", errors},
+      {"errors", file_messages(result.errors)},
+      {"notes", file_messages(result.notes)},
+      {"statistics", statistics},
       {"summary",
        {{"problems", result.diagnostics.size()},
         {"files_with_problems", files.size()},
         {"files_analyzed", result.files_analyzed},
         {"files_failed", result.errors.size()}}},
   };
-  return out.dump(2) + "\n";
+  // A path need not be valid UTF-8; JSON text must be.
+  return out.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace torchleak::report

@@ -13,10 +13,10 @@ namespace torchleak::report {
 enum class Format { Text, Json, Sarif, Github };
 
 struct Options {
-  bool color = false;
-  bool statistics = false;  // text: counts per rule
-  bool quiet = false;       // text: findings only, no summary
-  std::string srcroot;      // absolute directory that %SRCROOT% stands for
+  bool color = false;       // text: ANSI colours
+  bool statistics = false;  // text: counts per rule instead of the findings
+  bool quiet = false;       // text: the findings only, no closing summary
+  std::string srcroot;      // sarif, github: the directory paths are made relative to
 };
 
 std::string render(Format format, const RunResult& result, const Options& options);
@@ -29,5 +29,17 @@ std::string render_github(const RunResult& result, const Options& options);
 // Column conversions from a 0-based byte offset within `line`.
 uint32_t utf16_column(std::string_view line, uint32_t byte_column);     // 0-based UTF-16 units
 uint32_t codepoint_column(std::string_view line, uint32_t byte_column); // 0-based code points
+
+// The text of the line a diagnostic ends on (its own line or `end_source_line`).
+std::string_view end_line_text(const Diagnostic& d);
+
+// `path` relative to `srcroot`, with '/' separators and no "./": what SARIF
+// and GitHub annotations name a file by. Never absolute: a file outside
+// `srcroot` is named with "../" segments. An empty `srcroot` keeps `path`
+// as given, normalised.
+std::string repository_path(const std::string& path, const std::string& srcroot);
+
+// Problems per rule: (rule id, count), most frequent first, then by id.
+std::vector<std::pair<std::string, size_t>> problems_per_rule(const RunResult& result);
 
 }  // namespace torchleak::report

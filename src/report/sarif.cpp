@@ -1,10 +1,9 @@
 // SARIF 2.1.0 for code scanning: rule metadata from the catalogue, results
-// with repository-relative URIs under %SRCROOT%, UTF-16 columns and
-// content-derived partial fingerprints.
+// with repository-relative URIs under %SRCROOT%, UTF-16 columns, full
+// regions and content-derived fingerprints that survive moved lines.
 #include <fmt/format.h>
 #include <xxhash.h>
 
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -15,20 +14,17 @@ namespace torchleak::report {
 
 namespace {
 
-constexpr size_t kMaxResults = 25000;  // GitHub code scanning's limit per run
+using Json = nlohmann::ordered_json;
 
-std::string relative_uri(const std::string& path, const std::string& srcroot) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path abs = fs::absolute(path, ec).lexically_normal();
-  fs::path rel = srcroot.empty() ? fs::path(path).lexically_normal() : abs.lexically_relative(srcroot);
-  std::string s = rel.generic_string();
-  if (s.empty() || s.rfind("..", 0) == 0) s = fs::path(path).lexically_normal().generic_string();
-  if (s.rfind("./", 0) == 0) s.erase(0, 2);
-  // Percent-encode what a URI reference cannot carry literally.
+constexpr size_t kMaxResults = 25000;      // GitHub code scanning's limit per run
+constexpr size_t kMaxDescription = 1024;  // GitHub's limit for rule descriptions
+
+// A relative URI reference: unreserved and sub-delimiter characters kept, the
+// rest percent-encoded (':' too, which would read as a scheme).
+std::string uri_reference(std::string_view path) {
   std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || std::string_view("/-._~!$&'()*+,;=:@").find(static_cast<char>(c)) != std::string_view::npos)
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || std::string_view("/-._~!$&'()*+,;=@").find(static_cast<char>(c)) != std::string_view::npos)
       out += static_cast<char>(c);
     else
       out += fmt::format("%{:02X}", c);
@@ -36,95 +32,161 @@ std::string relative_uri(const std::string& path, const std::string& srcroot) {
   return out;
 }
 
-std::string normalized(std::string_view s) {
+std::string without_whitespace(std::string_view s) {
   std::string out;
   for (char c : s)
     if (!std::isspace(static_cast<unsigned char>(c))) out += c;
   return out;
 }
 
-nlohmann::json rule_descriptor(const RuleInfo& r) {
-  std::string markdown = render_rule_markdown(r);
-  std::string text = r.summary + "\n\n" + r.why + "\n\nFix: " + r.fix;
-  std::string level = r.severity == Severity::Error ? "error" : r.severity == Severity::Note ? "note" : "warning";
-  std::string problem_severity = r.severity == Severity::Note ? "recommendation" : level;
-  nlohmann::json tags = r.tags;
+// Catalogue prose is wrapped at a fixed width; a SARIF viewer wraps text
+// itself. Lines of a paragraph are joined, paragraphs and list items kept.
+std::string unwrapped(std::string_view text) {
+  std::string out;
+  bool blank_before = true;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = std::min(text.find('\n', pos), text.size());
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
+      blank_before = true;
+      continue;
+    }
+    bool item = line.rfind("- ", 0) == 0 || line.rfind("* ", 0) == 0;
+    if (!out.empty()) out += blank_before ? "\n\n" : item ? "\n" : " ";
+    out += line;
+    blank_before = false;
+  }
+  return out;
+}
+
+std::string first_paragraph(const std::string& text) { return text.substr(0, text.find("\n\n")); }
+
+// At most `max` bytes, cut after the last whole sentence that fits (or, if
+// none does, at a character boundary with an ellipsis).
+std::string clipped(std::string s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t sentence = s.rfind(". ", max - 1);
+  if (sentence != std::string::npos && sentence > 0) return s.substr(0, sentence + 1);
+  size_t cut = max - 3;  // room for "…" (3 bytes)
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  return s.substr(0, cut) + "\xE2\x80\xA6";
+}
+
+// SARIF messages are complete sentences.
+std::string sentence(std::string s) {
+  if (!s.empty() && s.back() != '.' && s.back() != '!' && s.back() != '?') s += '.';
+  return s;
+}
+
+std::string level_of(Severity s) {
+  return s == Severity::Error ? "error" : s == Severity::Note ? "note" : "warning";
+}
+
+Json rule_descriptor(const RuleInfo& r) {
+  std::string why = unwrapped(r.why);
+  std::string text = unwrapped(r.summary) + "\n\n" + why + "\n\nFix: " + unwrapped(r.fix);
+  std::string level = level_of(r.severity);
   return {
       {"id", r.id},
       {"name", r.name},
-      {"shortDescription", {{"text", r.summary}}},
-      {"fullDescription", {{"text", r.why}}},
-      {"help", {{"text", text}, {"markdown", markdown}}},
+      {"shortDescription", {{"text", clipped(unwrapped(r.summary), kMaxDescription)}}},
+      {"fullDescription", {{"text", clipped(first_paragraph(why), kMaxDescription)}}},
+      {"help", {{"text", text}, {"markdown", render_rule_markdown(r)}}},
       {"helpUri", std::string(kDocsBaseUrl) + r.doc_file()},
       {"defaultConfiguration", {{"level", level}}},
-      {"properties", {{"precision", r.precision}, {"problem.severity", problem_severity}, {"tags", tags}}},
+      {"properties",
+       {{"precision", r.precision},
+        {"problem.severity", r.severity == Severity::Note ? "recommendation" : level},
+        {"tags", r.tags}}},
   };
+}
+
+// Lines and columns are 1-based; columns count UTF-16 code units (the run's
+// columnKind); endColumn is exclusive and a region is never empty.
+Json region(const Diagnostic& d) {
+  uint32_t start_column = utf16_column(d.source_line, d.start.column) + 1;
+  uint32_t end_column = utf16_column(end_line_text(d), d.end.column) + 1;
+  if (d.end.line == d.start.line) end_column = std::max(end_column, start_column + 1);
+  return {{"startLine", d.start.line},
+          {"startColumn", start_column},
+          {"endLine", std::max(d.end.line, d.start.line)},
+          {"endColumn", end_column}};
+}
+
+Json location(const std::string& uri) {
+  return {{"physicalLocation", {{"artifactLocation", {{"uri", uri}, {"uriBaseId", "%SRCROOT%"}}}}}};
+}
+
+// Files that could not be analyzed (errors) and caveats (notes), as the
+// invocation's notifications.
+Json invocation(const RunResult& result, const Options& options) {
+  Json notifications = Json::array();
+  auto add = [&](const FileError& e, const char* level) {
+    notifications.push_back({{"level", level},
+                             {"message", {{"text", sentence(e.message)}}},
+                             {"locations", {location(uri_reference(repository_path(e.path, options.srcroot)))}}});
+  };
+  for (const auto& e : result.errors) add(e, "error");
+  for (const auto& n : result.notes) add(n, "note");
+  Json inv = {{"executionSuccessful", result.errors.empty()}};
+  if (!notifications.empty()) inv["toolExecutionNotifications"] = notifications;
+  return inv;
 }
 
 }  // namespace
 
 std::string render_sarif(const RunResult& result, const Options& options) {
   const Catalogue& catalogue = Catalogue::builtin();
-  nlohmann::json rules = nlohmann::json::array();
+  Json rules = Json::array();
   std::map<std::string, size_t> rule_index;
   for (const auto& r : catalogue.rules()) {
     rule_index[r.id] = rules.size();
     rules.push_back(rule_descriptor(r));
   }
-  nlohmann::json results = nlohmann::json::array();
-  // Occurrences of the same fingerprint input are numbered, as GitHub does.
+  Json results = Json::array();
+  // Identical fingerprint inputs are numbered in order, as GitHub does.
   std::map<std::string, int> occurrences;
-  size_t count = 0;
   for (const auto& d : result.diagnostics) {
-    if (count++ == kMaxResults) break;
+    if (results.size() == kMaxResults) break;
     const RuleInfo* rule = catalogue.find(d.rule_id);
-    std::string level = !rule ? "warning"
-                        : rule->severity == Severity::Error ? "error"
-                        : rule->severity == Severity::Note  ? "note"
-                                                            : "warning";
-    uint32_t start_col = utf16_column(d.source_line, d.start.column) + 1;
-    nlohmann::json region = {{"startLine", d.start.line}, {"startColumn", start_col}};
-    if (d.end.line == d.start.line) {
-      region["endLine"] = d.end.line;
-      region["endColumn"] = std::max(start_col + 1, utf16_column(d.source_line, d.end.column) + 1);
-    } else {
-      region["endLine"] = d.end.line;
-    }
-    std::string uri = relative_uri(d.path, options.srcroot);
-    std::string basis = d.rule_id + "\n" + uri + "\n" + d.context + "\n" + normalized(d.source_line);
+    std::string uri = uri_reference(repository_path(d.path, options.srcroot));
+    // What the finding is, not where: the rule, the file, the enclosing
+    // function and the line's text without whitespace.
+    std::string basis = d.rule_id + "\n" + uri + "\n" + d.context + "\n" + without_whitespace(d.source_line);
     int nth = ++occurrences[basis];
-    std::string fingerprint = fmt::format("{:016x}:{}", XXH3_64bits(basis.data(), basis.size()), nth);
-    nlohmann::json res = {
-        {"ruleId", d.rule_id},
-        {"level", level},
-        {"message", {{"text", d.message}}},
-        {"locations",
-         {{{"physicalLocation",
-            {{"artifactLocation", {{"uri", uri}, {"uriBaseId", "%SRCROOT%"}}}, {"region", region}}}}}},
-        {"partialFingerprints", {{"torchleak/v1", fingerprint}}},
-    };
+    Json res = {{"ruleId", d.rule_id}};
     if (auto it = rule_index.find(d.rule_id); it != rule_index.end()) res["ruleIndex"] = it->second;
+    res["level"] = level_of(rule ? rule->severity : Severity::Warning);
+    res["message"] = {{"text", sentence(d.message)}};
+    Json loc = location(uri);
+    loc["physicalLocation"]["region"] = region(d);
+    res["locations"] = Json::array({loc});
+    res["partialFingerprints"] = {
+        {"primaryLocationLineHash", fmt::format("{:016x}:{}", XXH3_64bits(basis.data(), basis.size()), nth)}};
     results.push_back(std::move(res));
   }
-  nlohmann::json run = {
+  std::string docs(kDocsBaseUrl);
+  Json run = {
       {"tool",
        {{"driver",
          {{"name", "torchleak"},
-          {"semanticVersion", kVersion},
           {"version", kVersion},
-          {"informationUri", std::string(kDocsBaseUrl).substr(0, std::string(kDocsBaseUrl).find("/blob/"))},
+          {"semanticVersion", kVersion},
+          {"informationUri", docs.substr(0, docs.find("/blob/"))},
           {"rules", rules}}}}},
-      {"automationDetails", {{"id", "torchleak/"}}},
+      {"invocations", Json::array({invocation(result, options)})},
+      {"originalUriBaseIds", {{"%SRCROOT%", {{"description", {{"text", "The root of the repository analyzed."}}}}}}},
       {"columnKind", "utf16CodeUnits"},
-      {"originalUriBaseIds", {{"%SRCROOT%", {{"description", {{"text", "The repository root."}}}}}}},
       {"results", results},
   };
-  nlohmann::json log = {
+  Json log = {
       {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
       {"version", "2.1.0"},
-      {"runs", {run}},
+      {"runs", Json::array({run})},
   };
-  return log.dump(2) + "\n";
+  return log.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace torchleak::report

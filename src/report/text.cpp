@@ -1,6 +1,9 @@
+// The text report, in the compiler style editors and terminals already parse:
+//   path:line:col: warning: message [TL001 accumulate-undetached]
+// then the source line with a caret under the finding and a one-line hint of
+// the fix, and a closing summary.
 #include <fmt/format.h>
 
-#include <map>
 #include <set>
 
 #include "report/report.h"
@@ -16,6 +19,9 @@ struct Style {
   std::string yellow(std::string_view s) const { return wrap("\033[1;33m", s); }
   std::string cyan(std::string_view s) const { return wrap("\033[1;36m", s); }
   std::string blue(std::string_view s) const { return wrap("\033[1;34m", s); }
+  std::string severity(Severity sev, std::string_view s) const {
+    return sev == Severity::Error ? red(s) : sev == Severity::Note ? cyan(s) : yellow(s);
+  }
   std::string wrap(std::string_view code, std::string_view s) const {
     return on ? fmt::format("{}{}\033[0m", code, s) : std::string(s);
   }
@@ -25,16 +31,18 @@ std::string plural(size_t n, std::string_view word) {
   return fmt::format("{} {}{}", n, word, n == 1 ? "" : "s");
 }
 
-// The source line with a caret line under the finding. Tabs and other
-// characters before the finding are copied as blanks of the same kind, so
-// the caret lines up in any terminal.
-std::string snippet(const Diagnostic& d, const Style& st) {
+// The source line with a caret line under the finding (to the end of the
+// line when the finding spans several). Tabs before the finding are copied,
+// every other character becomes one blank, so the caret lines up wherever
+// the terminal puts its tab stops.
+std::string snippet(const Diagnostic& d, Severity sev, const Style& st) {
   std::string_view line = d.source_line;
-  std::string gutter = fmt::format("{:>5} | ", d.start.line);
-  std::string empty_gutter = "      | ";
-  std::string out = st.blue(gutter) + std::string(line) + "\n";
-  std::string pad;
+  std::string number = std::to_string(d.start.line);
+  std::string blank_gutter(std::max<size_t>(number.size(), 5), ' ');
+  std::string gutter = fmt::format("{:>{}}", number, blank_gutter.size());
+  std::string out = st.blue(gutter + " |") + " " + std::string(line) + "\n";
   uint32_t start = std::min<uint32_t>(d.start.column, static_cast<uint32_t>(line.size()));
+  std::string pad;
   for (uint32_t i = 0; i < start; ++i) {
     unsigned char c = static_cast<unsigned char>(line[i]);
     if ((c & 0xC0) == 0x80) continue;
@@ -42,10 +50,49 @@ std::string snippet(const Diagnostic& d, const Style& st) {
   }
   uint32_t end = d.end.line == d.start.line ? std::min<uint32_t>(d.end.column, static_cast<uint32_t>(line.size()))
                                             : static_cast<uint32_t>(line.size());
-  uint32_t width = codepoint_column(line, end) - codepoint_column(line, start);
-  if (width == 0) width = 1;
-  out += st.blue(empty_gutter) + pad + st.red(std::string(width, '^')) + "\n";
+  uint32_t width = end > start ? codepoint_column(line, end) - codepoint_column(line, start) : 0;
+  out += st.blue(blank_gutter + " |") + " " + pad + st.severity(sev, std::string(std::max(width, 1u), '^')) + "\n";
+  if (!d.help.empty()) out += fmt::format("{} = {} {}\n", blank_gutter, st.cyan("help:"), d.help);
   return out;
+}
+
+std::string finding(const Diagnostic& d, const Catalogue& catalogue, const Style& st) {
+  const RuleInfo* rule = catalogue.find(d.rule_id);
+  Severity sev = rule ? rule->severity : Severity::Warning;
+  uint32_t col = codepoint_column(d.source_line, d.start.column) + 1;
+  std::string out = fmt::format("{}: {} {} [{} {}]\n", st.bold(fmt::format("{}:{}:{}", d.path, d.start.line, col)),
+                                st.severity(sev, fmt::format("{}:", severity_name(sev))), d.message, d.rule_id,
+                                rule ? rule->name : "");
+  return out + snippet(d, sev, st) + "\n";
+}
+
+// Problems per rule, most frequent first:   3  TL001  accumulate-undetached
+std::string statistics(const RunResult& result, const Catalogue& catalogue) {
+  auto counts = problems_per_rule(result);
+  size_t count_width = 1, id_width = 1;
+  for (const auto& [id, n] : counts) {
+    count_width = std::max(count_width, std::to_string(n).size());
+    id_width = std::max(id_width, id.size());
+  }
+  std::string out;
+  for (const auto& [id, n] : counts) {
+    const RuleInfo* rule = catalogue.find(id);
+    out += fmt::format("{:>{}}  {:<{}}  {}\n", n, count_width, id, id_width, rule ? rule->name : "");
+  }
+  return out;
+}
+
+std::string summary(const RunResult& result) {
+  std::set<std::string> files;
+  for (const auto& d : result.diagnostics) files.insert(d.path);
+  std::string tail = fmt::format("({} analyzed in {:.2f} s)", plural(result.files_analyzed, "file"), result.seconds);
+  std::string out = result.diagnostics.empty()
+                        ? fmt::format("No problems found {}", tail)
+                        : fmt::format("Found {} in {} {}", plural(result.diagnostics.size(), "problem"),
+                                      plural(files.size(), "file"), tail);
+  if (!result.errors.empty())
+    out += fmt::format("; {} could not be analyzed", plural(result.errors.size(), "path"));
+  return out + "\n";
 }
 
 }  // namespace
@@ -54,38 +101,15 @@ std::string render_text(const RunResult& result, const Options& options) {
   Style st{options.color};
   const Catalogue& catalogue = Catalogue::builtin();
   std::string out;
-  std::set<std::string> files;
-  std::map<std::string, size_t> per_rule;
-  for (const auto& d : result.diagnostics) {
-    const RuleInfo* rule = catalogue.find(d.rule_id);
-    std::string sev(rule ? severity_name(rule->severity) : "warning");
-    std::string sev_styled = sev == "error" ? st.red(sev + ":") : st.yellow(sev + ":");
-    uint32_t col = codepoint_column(d.source_line, d.start.column) + 1;
-    out += fmt::format("{}: {} {} [{} {}]\n", st.bold(fmt::format("{}:{}:{}", d.path, d.start.line, col)),
-                       sev_styled, d.message, d.rule_id, rule ? rule->name : "");
-    if (!options.quiet) {
-      out += snippet(d, st);
-      if (!d.help.empty()) out += fmt::format("      = {} {}\n", st.cyan("help:"), d.help);
-      out += "\n";
-    }
-    files.insert(d.path);
-    ++per_rule[d.rule_id];
-  }
-  if (options.statistics && !per_rule.empty()) {
-    for (const auto& [id, n] : per_rule) {
-      const RuleInfo* rule = catalogue.find(id);
-      out += fmt::format("{:>5}  {}  {}\n", n, id, rule ? rule->name : "");
-    }
-    if (!options.quiet) out += "\n";
-  }
-  if (options.quiet) return out;
-  std::string tail = fmt::format("({} analyzed in {:.2f} s)", plural(result.files_analyzed, "file"), result.seconds);
-  if (result.diagnostics.empty()) {
-    out += fmt::format("No problems found {}\n", tail);
+  if (options.statistics) {
+    out += statistics(result, catalogue);
+    if (!options.quiet && !result.diagnostics.empty()) out += "\n";
   } else {
-    out += fmt::format("Found {} in {} {}\n", plural(result.diagnostics.size(), "problem"),
-                       plural(files.size(), "file"), tail);
+    for (const auto& d : result.diagnostics) out += finding(d, catalogue, st);
+    // Findings are separated by a blank line; none is left dangling at the end.
+    if (options.quiet && !out.empty()) out.pop_back();
   }
+  if (!options.quiet) out += summary(result);
   return out;
 }
 

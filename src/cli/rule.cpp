@@ -1,0 +1,82 @@
+// `torchleak rule`: a rule's documentation from the catalogue, the same text
+// as docs/rules/*.md, which `rule --all --output-dir docs/rules` regenerates.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "cli/commands.h"
+#include "core/catalogue.h"
+
+namespace fs = std::filesystem;
+
+namespace torchleak {
+
+namespace {
+
+// One page per rule; pages of rules no longer in the catalogue (renamed or
+// removed) are deleted, so the directory mirrors the catalogue exactly.
+int write_pages(const Catalogue& catalogue, const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) {
+    fmt::print(stderr, "torchleak: error: {}: cannot create directory: {}\n", dir.string(), ec.message());
+    return 2;
+  }
+  std::set<std::string> pages;
+  for (const auto& r : catalogue.rules()) {
+    fs::path page = dir / r.doc_file();
+    pages.insert(r.doc_file());
+    std::ofstream out(page, std::ios::binary | std::ios::trunc);
+    out << render_rule_markdown(r);
+    out.close();
+    if (!out) {
+      fmt::print(stderr, "torchleak: error: {}: cannot write\n", page.string());
+      return 2;
+    }
+  }
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    std::string name = entry.path().filename().string();
+    bool rule_page = name.size() > 6 && name.rfind("TL", 0) == 0 && entry.path().extension() == ".md";
+    if (rule_page && !pages.count(name)) fs::remove(entry.path(), ec);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_rule_options(CLI::App& cmd, RuleArgs& a) {
+  CLI::Option* name = cmd.add_option("RULE", a.name, "A rule code (TL001) or name (accumulate-undetached)");
+  CLI::Option* all = cmd.add_flag("--all", a.all, "Every rule, in code order");
+  cmd.add_option("--output-dir", a.output_dir,
+                 "With --all: write one Markdown page per rule into this directory (as docs/rules/)")
+      ->needs(all);
+  name->excludes(all);
+}
+
+int run_rule(const RuleArgs& a) {
+  const Catalogue& catalogue = Catalogue::builtin();
+  if (a.all && !a.output_dir.empty()) return write_pages(catalogue, a.output_dir);
+  if (a.all) {
+    bool first = true;
+    for (const auto& r : catalogue.rules()) {
+      fmt::print("{}{}", first ? "" : "\n", render_rule_markdown(r));
+      first = false;
+    }
+    return 0;
+  }
+  if (a.name.empty()) {
+    fmt::print(stderr, "torchleak: error: name a rule (a code such as TL001, or a name), or pass --all\n");
+    return 2;
+  }
+  const RuleInfo* r = catalogue.find(a.name);
+  if (!r) {
+    fmt::print(stderr, "torchleak: error: no rule named '{}' (see `torchleak rule --all`)\n", a.name);
+    return 2;
+  }
+  fmt::print("{}", render_rule_markdown(*r));
+  return 0;
+}
+
+}  // namespace torchleak

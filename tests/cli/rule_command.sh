@@ -1,0 +1,80 @@
+# `torchleak rule CODE|NAME`, `rule --all` and `rule --all --output-dir DIR`:
+# the documentation pages from the catalogue.
+source "$(dirname "$0")/common.bash"
+
+page="$SOURCE_DIR/docs/rules/TL001-accumulate-undetached.md"
+codes=$(cd "$SOURCE_DIR/rules" && ls -- *.toml | sed -E 's/^(TL[0-9]+)-.*/\1/' | sort)
+
+case_ "rule TL001"
+tl rule TL001
+expect_rc 0
+expect_err </dev/null
+compare "first line" "$(head -n 1 <<<"$OUT")" <<<"# TL001 accumulate-undetached"
+for heading in "## What it does" "## Why is this bad?" "## Example (Python)" "## Use instead (Python)" "## Fix"; do
+  grep -qxF "$heading" <<<"$OUT" || fail "no '$heading' heading"
+done
+tl001=$OUT
+
+case_ "rule TL001 prints docs/rules/TL001-accumulate-undetached.md"
+[ -f "$page" ] || fail "$page is missing"
+compare "stdout" "$tl001" <"$page"
+
+case_ "rule by name, and by code in any case"
+for name in accumulate-undetached tl001; do
+  tl rule "$name"
+  expect_rc 0
+  compare "rule $name" "$OUT" <<<"$tl001"
+done
+
+case_ "rule TL999: 2"
+tl rule TL999
+expect_rc 2
+expect_out </dev/null
+expect_err <<'TXT'
+torchleak: error: no rule named 'TL999' (see `torchleak rule --all`)
+TXT
+
+case_ "rule without a name: 2"
+tl rule
+expect_rc 2
+expect_err <<'TXT'
+torchleak: error: name a rule (a code such as TL001, or a name), or pass --all
+TXT
+
+case_ "rule TL001 --all: 2"
+tl rule TL001 --all
+expect_rc 2
+
+case_ "--output-dir without --all: 2"
+tl rule TL001 --output-dir pages
+expect_rc 2
+[ ! -e pages ] || fail "pages written without --all"
+
+case_ "rule --all: every rule in code order, pages separated by a blank line"
+expected=""
+for code in $codes; do
+  "$TORCHLEAK" rule "$code" >"$WORK/.page" || fail "rule $code failed"
+  [ -z "$expected" ] || expected+=$'\n\n'
+  expected+=$(cat "$WORK/.page")
+done
+tl rule --all
+expect_rc 0
+compare "stdout" "$OUT" <<<"$expected"
+
+case_ "rule --all --output-dir: one page per rule, stale pages removed, other files kept"
+mkdir pages
+printf 'stale\n' >pages/TL998-renamed-rule.md
+printf 'keep\n' >pages/README.md
+tl rule --all --output-dir pages
+expect_rc 0
+expect_out </dev/null
+compare "pages" "$(cd pages && ls | sed -E 's/^(TL[0-9]+)-.*/\1/')" <<<"README.md
+$codes"
+compare "TL001 page" "$(cat pages/TL001-*.md)" <<<"$tl001"
+
+case_ "rule --all --output-dir into a path that is a file: 2"
+printf 'x\n' >afile
+tl rule --all --output-dir afile/pages
+expect_rc 2
+
+done_
