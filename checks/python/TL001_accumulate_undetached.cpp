@@ -1,5 +1,19 @@
 // TL001 accumulate-undetached: `total += loss` inside a loop, where `loss`
 // carries autograd history and `total` outlives the iteration.
+//
+// A finding needs all of:
+//   - an accumulation: `total += v`, `total -= v`, `total = total + v`,
+//     `total = v + total`, `total = total - v`, also into a subscript
+//     (`totals["kl"] += v`) or an attribute (`self.total += v`);
+//   - grad enabled at the statement, and `v` Attached (Unknown never reports);
+//   - the accumulator outlives an iteration that is a step over data: it is
+//     bound before the loop and not started afresh inside it, and one of the
+//     loops it survives iterates a data loader or steps an optimizer. Loops
+//     over layers, heads or time steps (a forward pass, BPTT) are not steps;
+//   - the accumulator never reaches backward(): gradient accumulation and a
+//     loss summed from parts are what backward() is meant to walk.
+// List concatenation (`history += [loss]`, `history = history + [loss]`)
+// stores rather than accumulates: TL002 reports it.
 #include <fmt/format.h>
 
 #include "checks/python/check.h"
@@ -13,12 +27,13 @@ class AccumulateUndetached final : public Check {
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     for (const Binding& b : m.bindings()) {
+      if (b.loop < 0) continue;
       TSNode added = accumulated_value(m, b);
-      if (is_null(added) || b.loop < 0) continue;
+      if (is_null(added) || is_list_concatenation(m, b, added)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       if (m.provenance(added) != Provenance::Attached) continue;
-      if (!outlives_iteration(m, b)) continue;
-      if (m.is_backward_subject(b.name, b.function)) continue;
+      if (!survives_step(m, b.name, b.loop)) continue;
+      if (m.feeds_backward(b.name, b.function)) continue;
       report(ctx, b, added);
     }
   }
@@ -27,46 +42,63 @@ class AccumulateUndetached final : public Check {
   // The value added into the accumulator by `total += v`, `total = total + v`
   // or `total = v + total`; a null node for any other binding.
   static TSNode accumulated_value(const Model& m, const Binding& b) {
-    if (b.kind == BindingKind::AugAssign) return b.op == "+=" || b.op == "-=" ? b.value : TSNode{};
-    if (b.kind != BindingKind::Assign || b.element >= 0) return TSNode{};
+    bool augmented = !b.op.empty();
+    if (augmented) return b.op == "+=" || b.op == "-=" ? b.value : TSNode{};
+    if ((b.kind != BindingKind::Assign && b.kind != BindingKind::SubscriptStore) || b.element >= 0) return TSNode{};
     TSNode v = unparenthesize(b.value);
     if (kind_of(v) != Kind::BinaryOperator) return TSNode{};
     std::string_view op = m.text(field(v, "operator"));
     if (op != "+" && op != "-") return TSNode{};
     TSNode left = unparenthesize(field(v, "left")), right = unparenthesize(field(v, "right"));
-    if (m.qualify(left) == b.name) return right;
-    if (op == "+" && m.qualify(right) == b.name) return left;
+    std::string_view target = m.text(unparenthesize(b.target));
+    if (m.text(left) == target) return right;
+    if (op == "+" && m.text(right) == target) return left;
     return TSNode{};
   }
 
-  // The accumulator is bound before the loop (or is an attribute or a global)
-  // and is not reset inside it.
-  static bool outlives_iteration(const Model& m, const Binding& b) {
-    if (!m.bound_before_loop(b.name, b.loop)) return false;
-    return !m.rebound_in_loop(b.name, b.loop, b.kind == BindingKind::Assign ? &b : nullptr);
+  // `history += [loss]` or `history += losses` on a list extends it.
+  static bool is_list_concatenation(const Model& m, const Binding& b, TSNode added) {
+    Kind k = kind_of(unparenthesize(added));
+    if (k == Kind::List || k == Kind::Tuple || k == Kind::ListComprehension) return true;
+    return b.kind != BindingKind::SubscriptStore && m.holds_list(b.name, b.start, b.function);
   }
 
   static void report(CheckContext& ctx, const Binding& b, TSNode added) {
     const Model& m = ctx.model();
-    std::string value(m.text(added));
+    std::string value = code_snippet(m, added);
+    std::string accumulator = code_snippet(m, unparenthesize(b.target));
     Diagnostic d = ctx.diagnostic(
-        b.statement, fmt::format("`{}` accumulates `{}`, which carries autograd history: every iteration's "
-                                 "graph stays alive as long as `{}` does",
-                                 b.name, value, b.name));
-    // A loss is a scalar: .item() turns it into a Python number. Anything
-    // else keeps its shape with .detach(). Both are safe: the accumulator is
-    // never backpropagated through (checked above).
-    bool scalar = value.find("loss") != std::string::npos ||
-                  (kind_of(added) == Kind::Call && m.is_loss_function(field(added, "function")));
-    std::string suffix = scalar ? ".item()" : ".detach()";
-    d.help = fmt::format("accumulate `{}{}` instead", kind_of(added) == Kind::Identifier ||
-                                                          kind_of(added) == Kind::Attribute
-                                                      ? value
-                                                      : "(" + value + ")",
-                         suffix);
-    d.fix = Fix{fmt::format("Use `{}` on the accumulated value", suffix), FixSafety::Safe,
-                append_call_edits(m, added, suffix)};
+        b.statement,
+        fmt::format("`{}` accumulates `{}` with its autograd graph, keeping every iteration's graph alive",
+                    accumulator, value));
+    Kind k = kind_of(added);
+    bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
+                   k == Kind::ParenthesizedExpression;
+    std::string shown = primary ? value : "(" + value + ")";
+    // A loss is a scalar: `.item()` is the idiom. The fix itself uses
+    // `.detach()`, which keeps the accumulator's type and device: `.item()`
+    // would turn a tensor total into a float and fail on a non-scalar.
+    d.help = looks_like_loss(m, added) ? fmt::format("accumulate `{0}.item()` (a Python number) or `{0}.detach()`", shown)
+                  : fmt::format("accumulate `{}.detach()`", shown);
+    d.fix = Fix{fmt::format("Replace `{}` with `{}.detach()`", value, shown),
+                private_to_function(m, b) ? FixSafety::Safe : FixSafety::Unsafe,
+                append_call_edits(m, added, ".detach()")};
     ctx.report(std::move(d));
+  }
+
+  // `.detach()` changes nothing but the graph: values, dtype and device stay.
+  // It changes behaviour only for a reader that differentiates through the
+  // accumulator, and the check has followed every reader in this file
+  // (feeds_backward). A local name, returned or not, or a script's
+  // module-level name has no other reader worth the name: a caller
+  // backpropagating through a sum taken across optimizer steps would fail
+  // anyway. An attribute or a `global` is shared state, read by code in other
+  // files by design: the fix is unsafe there.
+  static bool private_to_function(const Model& m, const Binding& b) {
+    if (b.name.find('.') != std::string::npos) return false;
+    for (const Binding* other : m.bindings_of(b.name, b.function))
+      if (other->kind == BindingKind::Global) return false;
+    return true;
   }
 };
 

@@ -65,6 +65,64 @@ bool register_check(std::string rule_id, std::unique_ptr<Check> check);
 // `loss` -> `loss.item()`, `a + b` -> `(a + b).item()`.
 std::vector<Edit> append_call_edits(const Model& model, TSNode expr, std::string_view suffix);
 
+// Whether `name`, stored or accumulated in `loop`, survives an iteration that
+// is a step over data: walking from `loop` outwards through the loops in
+// which `name` is bound before the loop and not started afresh, one of them
+// is a step loop (Model::is_step_loop). A list filled per batch inside the
+// batch loop, or a total summed over the heads of one step, does not.
+inline bool survives_step(const Model& m, std::string_view name, int loop) {
+  for (int l = loop; l >= 0; l = m.loops()[l].parent) {
+    if (!m.bound_before_loop(name, l) || m.reset_in_loop(name, l)) return false;
+    if (m.is_step_loop(l)) return true;
+  }
+  return false;
+}
+
+// Whether an attached value is a loss, for which `.item()` is the idiom: its
+// text names a loss, or it is a call to a loss function or criterion.
+inline bool looks_like_loss(const Model& m, TSNode value) {
+  value = unparenthesize(value);
+  if (m.text(value).find("loss") != std::string_view::npos) return true;
+  if (kind_of(value) == Kind::BinaryOperator)  // `criterion(out, y) * 0.5`
+    return looks_like_loss(m, field(value, "left")) || looks_like_loss(m, field(value, "right"));
+  if (kind_of(value) != Kind::Call) return false;
+  TSNode func = field(value, "function");
+  if (m.is_loss_function(func)) return true;
+  std::string callee = m.qualify(func);
+  std::string_view prefix = "torch.nn.functional.";
+  if (callee.compare(0, prefix.size(), prefix) != 0) return false;
+  std::string_view name = std::string_view(callee).substr(prefix.size());
+  return name.find("entropy") != std::string_view::npos || name == "kl_div" || name.find("loss") != std::string_view::npos;
+}
+
+// Source text for a message: whitespace runs collapsed to one space, cut to
+// `max` characters with "..." when longer.
+inline std::string code_snippet(std::string_view text, size_t max = 40) {
+  std::string out;
+  for (char c : text) {
+    bool space = c == ' ' || c == '\n' || c == '\t' || c == '\r';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  if (out.size() <= max) return out;
+  size_t cut = max > 3 ? max - 3 : 0;
+  while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) --cut;  // not inside a code point
+  return out.substr(0, cut) + "...";
+}
+
+// A short form of an expression for a message: its text when it fits, else
+// `callee(...)` for a call, else the text cut.
+inline std::string code_snippet(const Model& model, TSNode expr, size_t max = 40) {
+  std::string full = code_snippet(model.text(expr), max + 1);
+  if (full.size() <= max) return full;
+  if (kind_of(expr) == Kind::Call) {
+    std::string callee = code_snippet(model.text(field(expr, "function")), max > 5 ? max - 5 : 0);
+    if (callee.find("...") == std::string::npos) return callee + "(...)";
+  }
+  return code_snippet(model.text(expr), max);
+}
+
 }  // namespace torchleak::python
 
 #define TORCHLEAK_PYTHON_CHECK(ClassName, RuleId)                                    \

@@ -959,6 +959,22 @@ bool Model::holds_list(std::string_view name, uint32_t use, int function) const 
   }
 }
 
+bool Model::stores_attached(std::string_view name, uint32_t use, int function, int depth) const {
+  for (const Call& c : calls_) {
+    if (start_byte(c.node) >= use) break;  // calls are in source order
+    if (c.function != function || is_null(c.receiver)) continue;
+    uint32_t position = c.method == "insert" ? 1 : 0;
+    if ((c.method != "append" && c.method != "extend" && c.method != "insert") || qualify(c.receiver) != name)
+      continue;
+    if (provenance_at(positional_argument(c, position), depth + 1) == Provenance::Attached) return true;
+  }
+  for (const Binding* b : bindings_of(name, function)) {
+    if (b->kind != BindingKind::SubscriptStore || b->end > use) continue;
+    if (provenance_at(element_value(*b), depth + 1) == Provenance::Attached) return true;
+  }
+  return false;
+}
+
 bool Model::is_data_loader(TSNode expr) const { return data_loader_at(expr, 0); }
 
 bool Model::data_loader_at(TSNode expr, int depth) const {
@@ -1141,6 +1157,8 @@ Provenance Model::provenance_uncached(TSNode expr, int depth) const {
       const Binding* b = reaching(name, start_byte(expr), fn);
       Provenance p = b ? binding_provenance(*b, depth + 1) : Provenance::Unknown;
       if (p == Provenance::Unknown && is_backward_subject(name, fn)) p = Provenance::Attached;
+      // A list that attached values were appended to holds their graphs.
+      if (p != Provenance::Attached && stores_attached(name, start_byte(expr), fn, depth)) p = Provenance::Attached;
       return p;
     }
     default: return Provenance::Unknown;

@@ -231,6 +231,9 @@ class Model {
                   std::initializer_list<std::string_view> suffixes) const;
   const Binding* attribute_binding(std::string_view name, int function) const;
   bool data_loader_at(TSNode expr, int depth) const;
+  // Whether an attached value is put into container `name` before `use`
+  // (append, extend, insert, `name[k] = v`).
+  bool stores_attached(std::string_view name, uint32_t use, int function, int depth) const;
 
   SourceText source_;
   const Config& config_;

@@ -1,0 +1,253 @@
+// TL002 append-undetached: `losses.append(loss)` inside a loop, where `loss`
+// carries autograd history and `losses` outlives the iteration.
+//
+// The stores it knows: `c.append(v)`, `c.extend(v)`, `c.insert(i, v)` (also
+// on `c[k]`, as in `history["loss"].append(v)`), `c += [v]` and `c += v` on a
+// list, `c = c + [v]`, `c[k] = v` with a key that is not a literal (a
+// constant key overwrites one entry: no growth), and `c = torch.cat([c, v])`
+// (stack, vstack, ...). A finding needs, as TL001 does: grad enabled, `v`
+// Attached (in a tuple, list or dict display, or a comprehension, each element
+// is looked at), a container that survives a step over data, and a container
+// that never reaches backward() (`torch.stack(losses).mean().backward()`).
+// The range is the stored value: it is what has to change, and what the fix
+// edits.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr std::array<std::string_view, 8> kConcatenations = {"cat", "concat", "concatenate", "stack",
+                                                             "vstack", "hstack", "row_stack", "column_stack"};
+
+struct Store {
+  std::string container;  // the name that outlives the loop: "losses", "self.preds", "history"
+  TSNode container_node{};
+  TSNode value{};  // what is stored
+  TSNode skip{};   // the container itself inside `torch.cat([acc, out])` or `acc + [out]`
+  uint32_t at = 0;
+  int function = -1;
+  int loop = -1;
+};
+
+class AppendUndetached final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    std::vector<Store> stores;
+    for (const Call& c : m.calls()) add_call_store(m, c, stores);
+    for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
+    for (const Store& s : stores) {
+      if (s.loop < 0 || s.container.empty()) continue;
+      if (m.grad_state(s.at) != GradState::Enabled) continue;
+      std::vector<TSNode> leaves;
+      attached_leaves(m, s.value, s.skip, leaves);
+      if (leaves.empty()) continue;
+      if (!survives_step(m, s.container, s.loop)) continue;
+      if (m.feeds_backward(s.container, s.function)) continue;
+      report(ctx, s, leaves);
+    }
+  }
+
+ private:
+  // `c.append(v)`, `c.extend(v)`, `c.insert(i, v)`, with the container a name,
+  // an attribute, or a subscript of one.
+  static void add_call_store(const Model& m, const Call& c, std::vector<Store>& out) {
+    if (c.loop < 0 || is_null(c.receiver)) return;
+    uint32_t position = c.method == "insert" ? 1 : 0;
+    if (c.method != "append" && c.method != "extend" && c.method != "insert") return;
+    // list.append takes one argument, list.insert two, and neither takes
+    // keywords; `c.extend(f(x) for x in xs)` passes a bare generator.
+    TSNode value = kind_of(c.args) == Kind::GeneratorExpression && c.method == "extend" ? c.args : TSNode{};
+    if (is_null(value)) {
+      if (m.positional_count(c) != position + 1 || ts_node_named_child_count(c.args) != position + 1) return;
+      value = m.positional_argument(c, position);
+    }
+    TSNode container = unparenthesize(c.receiver);
+    while (kind_of(container) == Kind::Subscript) container = unparenthesize(field(container, "value"));
+    std::string name = m.qualify(container);
+    if (name.empty()) return;
+    out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop});
+  }
+
+  static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
+    if (b.loop < 0 || is_null(b.value)) return;
+    Store s{b.name, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop};
+    TSNode value = unparenthesize(b.value);
+    if (b.kind == BindingKind::SubscriptStore) {
+      if (!b.op.empty()) {  // `c[k] += [v]` extends a list; `c[k] += v` is TL001's
+        if (b.op != "+=" || !is_display(value)) return;
+        s.value = value;
+      } else {
+        s.value = element_of(b);
+        TSNode key = field(s.container_node, "subscript");
+        if (is_null(s.value) || is_literal(key) || accumulates_into(m, s.value, s.container_node)) return;
+      }
+      s.container_node = unparenthesize(field(s.container_node, "value"));
+    } else if (b.kind == BindingKind::AugAssign) {
+      if (b.op != "+=" || (!is_display(value) && !m.holds_list(b.name, b.start, b.function))) return;
+      s.value = value;
+    } else if (b.kind == BindingKind::Assign && b.element < 0) {
+      if (!concatenation(m, b, value, s)) return;
+    } else {
+      return;
+    }
+    out.push_back(s);
+  }
+
+  // `acc = torch.cat([acc, v])`, `acc = acc + [v]` (on a list), also as one
+  // branch of a conditional expression.
+  static bool concatenation(const Model& m, const Binding& b, TSNode value, Store& s) {
+    if (kind_of(value) == Kind::ConditionalExpression && ts_node_named_child_count(value) >= 3)
+      return concatenation(m, b, unparenthesize(ts_node_named_child(value, 0)), s) ||
+             concatenation(m, b, unparenthesize(ts_node_named_child(value, 2)), s);
+    std::string_view target = m.text(unparenthesize(b.target));
+    if (kind_of(value) == Kind::Call) {
+      std::string callee = m.qualify(field(value, "function"));
+      std::string_view leaf = std::string_view(callee).substr(callee.rfind('.') + 1);
+      if (callee.rfind("torch.", 0) != 0 || std::find(kConcatenations.begin(), kConcatenations.end(), leaf) ==
+                                                 kConcatenations.end())
+        return false;
+      Call call{};
+      call.args = field(value, "arguments");
+      TSNode parts = unparenthesize(m.positional_argument(call, 0));
+      if (!is_display(parts)) return false;
+      uint32_t n = ts_node_named_child_count(parts);
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode part = unparenthesize(ts_node_named_child(parts, i));
+        if (m.text(part) != target) continue;
+        s.value = parts;
+        s.skip = part;
+        return true;
+      }
+      return false;
+    }
+    if (kind_of(value) != Kind::BinaryOperator || m.text(field(value, "operator")) != "+") return false;
+    TSNode left = unparenthesize(field(value, "left")), right = unparenthesize(field(value, "right"));
+    TSNode other = m.text(left) == target ? right : m.text(right) == target ? left : TSNode{};
+    if (is_null(other) || (!is_display(other) && !m.holds_list(b.name, b.start, b.function))) return false;
+    s.value = other;
+    return true;
+  }
+
+  // `d[k] = d[k] + v`: an accumulation, which TL001 reports.
+  static bool accumulates_into(const Model& m, TSNode value, TSNode target) {
+    value = unparenthesize(value);
+    if (kind_of(value) != Kind::BinaryOperator) return false;
+    std::string_view op = m.text(field(value, "operator"));
+    if (op != "+" && op != "-") return false;
+    return m.text(unparenthesize(field(value, "left"))) == m.text(target) ||
+           m.text(unparenthesize(field(value, "right"))) == m.text(target);
+  }
+
+  static TSNode element_of(const Binding& b) {
+    TSNode v = unparenthesize(b.value);
+    if (b.element < 0) return v;
+    Kind k = kind_of(v);
+    bool display = k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List;
+    if (!display) return v;  // `d[i], e[i] = model(x)`: each gets part of the result
+    return static_cast<uint32_t>(b.element) < ts_node_named_child_count(v)
+               ? ts_node_named_child(v, static_cast<uint32_t>(b.element))
+               : TSNode{};
+  }
+
+  static bool is_display(TSNode n) {
+    Kind k = kind_of(unparenthesize(n));
+    return k == Kind::List || k == Kind::Tuple;
+  }
+
+  static bool is_literal(TSNode n) {
+    n = unparenthesize(n);
+    switch (kind_of(n)) {
+      case Kind::String: {  // an f-string with a replacement field varies
+        uint32_t count = ts_node_named_child_count(n);
+        for (uint32_t i = 0; i < count; ++i)
+          if (std::string_view(ts_node_type(ts_node_named_child(n, i))) == "interpolation") return false;
+        return true;
+      }
+      case Kind::Integer:
+      case Kind::Float:
+      case Kind::True:
+      case Kind::False:
+      case Kind::None: return true;
+      case Kind::Tuple: {
+        uint32_t count = ts_node_named_child_count(n);
+        for (uint32_t i = 0; i < count; ++i)
+          if (!is_literal(ts_node_named_child(n, i))) return false;
+        return true;
+      }
+      default: return false;
+    }
+  }
+
+  // The attached values a store keeps: each element of a display, the element
+  // expression of a comprehension, else the value itself.
+  static void attached_leaves(const Model& m, TSNode v, TSNode skip, std::vector<TSNode>& out) {
+    std::vector<TSNode> work{v};
+    while (!work.empty()) {
+      TSNode n = unparenthesize(work.back());
+      work.pop_back();
+      if (is_null(n) || (!is_null(skip) && ts_node_eq(n, skip))) continue;
+      Kind k = kind_of(n);
+      if (k == Kind::Tuple || k == Kind::List || k == Kind::Set || k == Kind::Dictionary) {
+        // Reversed, so that leaves come out in source order.
+        for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) {
+          TSNode item = ts_node_named_child(n, i);
+          if (kind_of(item) == Kind::Comment) continue;
+          if (k == Kind::Dictionary) item = field(item, "value");
+          work.push_back(item);
+        }
+        continue;
+      }
+      if (k == Kind::ListComprehension || k == Kind::GeneratorExpression || k == Kind::SetComprehension) {
+        work.push_back(field(n, "body"));
+        continue;
+      }
+      if (m.provenance(n) == Provenance::Attached) out.push_back(n);
+    }
+  }
+
+  static void report(CheckContext& ctx, const Store& s, const std::vector<TSNode>& leaves) {
+    const Model& m = ctx.model();
+    TSNode first = leaves.front();
+    std::string value = code_snippet(m, first);
+    Diagnostic d = ctx.diagnostic(
+        first, fmt::format("`{}` stores `{}` with its autograd graph, keeping every iteration's graph alive",
+                           code_snippet(m, s.container_node), value));
+    Kind k = kind_of(first);
+    bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
+                   k == Kind::ParenthesizedExpression;
+    std::string shown = primary ? value : "(" + value + ")";
+    d.help = looks_like_loss(m, first)
+                 ? fmt::format("store `{0}.item()` (a Python number) or `{0}.detach()`", shown)
+                 : fmt::format("store `{0}.detach()`, or `{0}.detach().cpu()` to release GPU memory", shown);
+    // `.detach()` keeps values, dtype and device, but a reader the check
+    // cannot see (another method, a caller, another file) may differentiate
+    // through the stored tensors: the fix is unsafe. A name holding a list has
+    // no `.detach()`: no fix then.
+    std::vector<Edit> edits;
+    for (TSNode leaf : leaves) {
+      if (kind_of(leaf) == Kind::Identifier &&
+          m.holds_list(m.text(leaf), start_byte(leaf), m.function_at(start_byte(leaf))))
+        continue;
+      for (Edit& e : append_call_edits(m, leaf, ".detach()")) edits.push_back(std::move(e));
+    }
+    if (!edits.empty()) {
+      std::string title = leaves.size() == 1 ? fmt::format("Replace `{}` with `{}.detach()`", value, shown)
+                                             : std::string("Detach the stored values");
+      d.fix = Fix{std::move(title), FixSafety::Unsafe, std::move(edits)};
+    }
+    ctx.report(std::move(d));
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(AppendUndetached, "TL002")
+
+}  // namespace torchleak::python
