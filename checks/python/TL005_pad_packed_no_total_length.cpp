@@ -1,0 +1,396 @@
+// TL005 pad-packed-no-total-length: `pad_packed_sequence(...)` without
+// `total_length` in a module whose instances are wrapped in DataParallel
+// somewhere in the project. Each replica pads its slice of the batch to the
+// slice's own longest sequence, so the outputs DataParallel gathers disagree
+// in length.
+//
+// First phase: every file records where it wraps which class in DataParallel
+// ("dataparallel-wrap", keyed by the class's simple name) and which classes a
+// module holds as submodules ("submodule", keyed by the held class). Second
+// phase: the finding is kept only if the class defining the call, one of its
+// subclasses, or a module holding either, is wrapped.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr int kMaxInstanceDepth = 8;
+
+// Module methods that return the module itself.
+constexpr std::array<std::string_view, 11> kReturnsSelf = {
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "share_memory", "requires_grad_"};
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+bool is_capitalized(std::string_view name) {
+  return !name.empty() && std::isupper(static_cast<unsigned char>(name[0]));
+}
+
+bool is_pad_packed(std::string_view callee) {
+  return callee == "torch.nn.utils.rnn.pad_packed_sequence" || callee == "torch.nn.utils.pad_packed_sequence";
+}
+
+bool is_pack_padded(std::string_view callee) {
+  return callee == "torch.nn.utils.rnn.pack_padded_sequence" || callee == "torch.nn.utils.pack_padded_sequence";
+}
+
+enum class Wrapper : uint8_t { None, Constructor, Functional };
+
+// DataParallel (class or functional form) and the config's in-house wrappers.
+// DistributedDataParallel is not one: each process runs the whole module on
+// its own whole batches and nothing is gathered across replicas.
+Wrapper wrapper_kind(std::string_view callee, const Config& config) {
+  if (callee == "torch.nn.DataParallel" || callee == "torch.nn.parallel.DataParallel" ||
+      callee == "torch.nn.parallel.data_parallel.DataParallel" || callee == "DataParallel")
+    return Wrapper::Constructor;
+  if (callee == "torch.nn.parallel.data_parallel" || callee == "torch.nn.parallel.data_parallel.data_parallel")
+    return Wrapper::Functional;
+  for (const auto& extra : config.extra_data_parallel)
+    if (!callee.empty() && (extra == callee || extra == last_component(callee))) return Wrapper::Constructor;
+  return Wrapper::None;
+}
+
+// The `return <expr>` values directly in a function (not in nested ones).
+std::vector<TSNode> returned_values(const Function& f) {
+  std::vector<TSNode> out;
+  std::vector<TSNode> work{f.body};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+    if (k == Kind::ReturnStatement) {
+      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
+      continue;
+    }
+    uint32_t count = ts_node_named_child_count(n);
+    for (uint32_t i = count; i-- > 0;) work.push_back(ts_node_named_child(n, i));
+  }
+  return out;
+}
+
+// The user-defined class an instance belongs to: its simple name, and where
+// it comes from as seen by the file: "." (a class of this file), a dotted
+// module ("model" for `from model import Tagger`), or "" when not known
+// (a star import).
+struct InstanceClass {
+  std::string name;
+  std::string origin;
+};
+
+// The class `expr` is an instance of: `Seq2Seq(...)`, `model` bound to one,
+// `model.cuda()`, `self.model`, or the result of a factory function of this
+// file; an empty name when it cannot be told.
+InstanceClass class_of_instance(const Model& m, TSNode expr, int fn, int depth) {
+  expr = unparenthesize(expr);
+  if (is_null(expr) || depth > kMaxInstanceDepth) return {};
+  switch (kind_of(expr)) {
+    case Kind::Call: {
+      TSNode func = unparenthesize(field(expr, "function"));
+      if (kind_of(func) == Kind::Attribute &&
+          std::find(kReturnsSelf.begin(), kReturnsSelf.end(), m.text(field(func, "attribute"))) != kReturnsSelf.end())
+        return class_of_instance(m, field(func, "object"), fn, depth + 1);
+      std::string callee = m.qualify(func);
+      if (callee.empty() || starts_with(callee, "torch.")) return {};
+      std::string_view leaf = last_component(callee);
+      if (is_capitalized(leaf)) {
+        bool dotted = callee.find('.') != std::string::npos;
+        if (!dotted) return {callee, m.find_class(callee) ? "." : ""};
+        return {std::string(leaf), callee.substr(0, callee.size() - leaf.size() - 1)};
+      }
+      if (callee.find('.') != std::string::npos) return {};
+      const Function* factory = m.find_function(callee);
+      if (!factory) return {};
+      int f = static_cast<int>(factory - m.functions().data());
+      for (TSNode r : returned_values(*factory)) {
+        InstanceClass c = class_of_instance(m, r, f, depth + 1);
+        if (!c.name.empty()) return c;
+      }
+      return {};
+    }
+    case Kind::Identifier: {
+      const Binding* b = m.reaching(m.text(expr), start_byte(expr), fn);
+      if (!b || b->kind != BindingKind::Assign || b->element >= 0) return {};
+      return class_of_instance(m, b->value, b->function, depth + 1);
+    }
+    case Kind::Attribute: {
+      std::string name = m.qualify(expr);
+      int cls = m.class_of_function(fn);
+      if (name.empty()) return {};
+      for (const Binding& b : m.bindings()) {
+        if (b.name != name || b.kind != BindingKind::Assign || b.element >= 0) continue;
+        bool same_scope = b.function == fn || (cls >= 0 && m.class_of_function(b.function) == cls);
+        if (!same_scope) continue;
+        InstanceClass c = class_of_instance(m, b.value, b.function, depth + 1);
+        if (!c.name.empty()) return c;
+      }
+      return {};
+    }
+    default: return {};
+  }
+}
+
+std::string normalized(std::string_view path) {
+  std::string out(path);
+  std::replace(out.begin(), out.end(), '\\', '/');
+  for (std::string_view ext : {".pyi", ".py"}) {
+    if (out.size() > ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0) {
+      out.resize(out.size() - ext.size());
+      break;
+    }
+  }
+  return out;
+}
+
+// Whether `file` can be the module `origin` imported by `importer`: the
+// module's path below the importer's directory or one of its ancestors
+// (`model` -> dir/model.py, `pkg.model` -> root/pkg/model.py or
+// root/pkg/model/__init__.py), or a file of that package (a re-export).
+bool defines_module(std::string_view file, std::string_view origin, std::string_view importer) {
+  std::string module(origin);
+  std::replace(module.begin(), module.end(), '.', '/');
+  std::string f = normalized(file);
+  std::string dir = normalized(importer);
+  for (;;) {
+    dir = dir.substr(0, dir.rfind('/') == std::string::npos ? 0 : dir.rfind('/'));
+    std::string base = dir.empty() ? module : dir + "/" + module;
+    if (f == base || f == base + "/__init__" || starts_with(f, base + "/")) return true;
+    if (dir.empty()) return false;
+  }
+}
+
+// Whether the wrap recorded in `wrap` is of the class defined in `file`.
+bool wraps_class_of(const Fact& wrap, std::string_view file) {
+  std::string_view origin = wrap.values.size() > 1 ? std::string_view(wrap.values[1]) : std::string_view();
+  if (origin.empty()) return true;
+  if (origin == ".") return normalized(wrap.file) == normalized(file);
+  return defines_module(file, origin, wrap.file);
+}
+
+struct WrapFound {
+  const Fact* wrap = nullptr;
+  std::string wrapped;    // the class named in the wrap
+  bool contains = false;  // reached through a module holding the class
+};
+
+// The first DataParallel wrap of `cls` (defined in `file`), of a subclass of
+// it, or of a module holding either as a submodule, nearest first. A wrap
+// counts only if it names the class of the right file: two projects' `Model`
+// classes are not confused.
+std::optional<WrapFound> find_wrap(const ProjectIndex& index, const std::string& cls, const std::string& file) {
+  std::deque<std::pair<std::string, bool>> work{{cls, false}};
+  std::set<std::string> seen;
+  while (!work.empty()) {
+    auto [name, through_container] = work.front();
+    work.pop_front();
+    for (const std::string& s : index.subclasses_of(name)) {
+      if (!seen.insert(s).second) continue;
+      std::vector<std::string> files;
+      if (s == cls && !through_container) {
+        files.push_back(file);
+      } else {
+        for (const Fact* f : index.find("class", s)) files.push_back(f->file);
+      }
+      for (const Fact* wrap : index.find("dataparallel-wrap", s)) {
+        bool right_class = std::any_of(files.begin(), files.end(),
+                                       [&](const std::string& f) { return wraps_class_of(*wrap, f); });
+        if (right_class) return WrapFound{wrap, s, through_container};
+      }
+      for (const Fact* f : index.find("submodule", s))
+        for (const auto& container : f->values) work.emplace_back(container, true);
+    }
+  }
+  return std::nullopt;
+}
+
+class PadPackedNoTotalLength final : public Check {
+ public:
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (const Call& call : m.calls()) {
+      Wrapper kind = wrapper_kind(call.callee, ctx.config());
+      if (kind == Wrapper::None) continue;
+      TSNode module = m.keyword_argument(call, "module");
+      if (is_null(module)) module = m.positional_argument(call, 0);
+      InstanceClass cls = class_of_instance(m, module, call.function, 0);
+      if (cls.name.empty()) continue;
+      ctx.fact("dataparallel-wrap", cls.name, call.node, {std::string(m.text(call.func)), cls.origin});
+    }
+    // `self.encoder = Encoder(...)` in a class: a wrap of the holder runs the held module's forward on each replica.
+    for (const Binding& b : m.bindings()) {
+      if (b.kind != BindingKind::Assign || b.element >= 0 || b.function < 0) continue;
+      int cls = m.class_of_function(b.function);
+      const Function& f = m.functions()[b.function];
+      if (cls < 0 || f.params.empty() || !starts_with(b.name, f.params.front() + ".")) continue;
+      TSNode v = unparenthesize(b.value);
+      if (kind_of(v) != Kind::Call) continue;
+      std::string held = class_of_instance(m, v, b.function, 0).name;
+      if (held.empty() || held == m.classes()[cls].name) continue;
+      ctx.fact("submodule", held, b.target, {m.classes()[cls].name});
+    }
+  }
+
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    auto config = std::make_shared<Config>(ctx.config());
+    for (const Call& call : m.calls()) {
+      if (!is_pad_packed(call.callee) || !lacks_total_length(m, call)) continue;
+      int method = call.function;
+      while (method >= 0 && m.functions()[method].cls < 0) method = m.functions()[method].parent;
+      if (method < 0) continue;
+      int cls = m.functions()[method].cls;
+      std::vector<std::string> undecided;
+      ModuleAnswer module = m.module_class(cls, &undecided);
+      if (module == ModuleAnswer::No) continue;
+      std::string class_name = m.classes()[cls].name;
+      std::string where = m.functions()[method].qualified_name;
+      Diagnostic d = ctx.diagnostic(call.node, "");
+      add_fix(m, call, d);
+      ctx.defer(std::move(d), [=](const ProjectIndex& index, Diagnostic& diag) {
+        if (module == ModuleAnswer::Unknown) {
+          auto root = [&](std::string_view base) { return is_module_base(base, *config); };
+          bool is_module = std::any_of(undecided.begin(), undecided.end(), [&](const std::string& base) {
+            return index.derives_from(last_component(base), root);
+          });
+          if (!is_module) return false;
+        }
+        std::optional<WrapFound> found = find_wrap(index, class_name, diag.path);
+        if (!found) return false;
+        std::string wrapped =
+            found->wrapped == class_name
+                ? fmt::format("`{}` is", class_name)
+                : fmt::format("`{}`, which {} `{}`, is", found->wrapped,
+                              found->contains ? "holds" : "derives from", class_name);
+        diag.message = fmt::format(
+            "`pad_packed_sequence` without `total_length` in `{}`, and {} wrapped in `{}` at {}:{}: each replica "
+            "pads its slice of the batch to that slice's longest sequence, so the outputs DataParallel gathers "
+            "disagree in length",
+            where, wrapped, found->wrap->values.empty() ? "DataParallel" : found->wrap->values.front(),
+            found->wrap->file, found->wrap->line);
+        return true;
+      });
+    }
+  }
+
+ private:
+  // pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None)
+  static bool lacks_total_length(const Model& m, const Call& call) {
+    if (is_null(call.args) || kind_of(call.args) != Kind::ArgumentList) return false;
+    uint32_t n = ts_node_named_child_count(call.args);
+    for (uint32_t i = 0; i < n; ++i) {
+      Kind k = kind_of(ts_node_named_child(call.args, i));
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return false;  // it may be in there
+    }
+    return is_null(m.keyword_argument(call, "total_length")) && m.positional_count(call) < 4;
+  }
+
+  // The padded tensor the same function passed to pack_padded_sequence before
+  // `pad`, and the dimension that holds its time steps; a null node if none.
+  static TSNode padded_input(const Model& m, const Call& pad, int& time_dim, const Call*& pack) {
+    pack = nullptr;
+    for (const Call& c : m.calls()) {
+      if (c.function != pad.function || !is_pack_padded(c.callee)) continue;
+      if (start_byte(c.node) < start_byte(pad.node)) pack = &c;
+    }
+    if (!pack) return TSNode{};
+    TSNode input = m.keyword_argument(*pack, "input");
+    if (is_null(input)) input = m.positional_argument(*pack, 0);
+    input = unparenthesize(input);
+    if (is_null(input) || m.qualify(input).empty()) return TSNode{};
+    TSNode batch_first = m.keyword_argument(*pack, "batch_first");
+    if (is_null(batch_first)) batch_first = m.positional_argument(*pack, 2);
+    Kind k = kind_of(unparenthesize(batch_first));
+    if (is_null(batch_first) || k == Kind::False) {
+      time_dim = 0;
+    } else if (k == Kind::True) {
+      time_dim = 1;
+    } else {
+      return TSNode{};  // decided at run time
+    }
+    return input;
+  }
+
+  static bool rebound_between(const Model& m, std::string_view name, int fn, uint32_t from, uint32_t to) {
+    for (const Binding* b : m.bindings_of(name, fn))
+      if (b->end > from && b->end <= to) return true;  // completed between the two calls
+    return false;
+  }
+
+  // The statement holding `node`, when it starts its own line in a block
+  // that also holds `later`.
+  static TSNode own_line_statement(const Model& m, TSNode node, TSNode later) {
+    TSNode stmt = node;
+    for (TSNode p = ts_node_parent(stmt); !is_null(p); stmt = p, p = ts_node_parent(p)) {
+      Kind k = kind_of(p);
+      if (k == Kind::Block || k == Kind::Module) {
+        if (!contains(p, start_byte(later))) return TSNode{};
+        std::string_view text = m.source().text();
+        uint32_t s = start_byte(stmt);
+        uint32_t line_start = s;
+        while (line_start > 0 && text[line_start - 1] != '\n') --line_start;
+        for (uint32_t i = line_start; i < s; ++i)
+          if (text[i] != ' ' && text[i] != '\t') return TSNode{};
+        return stmt;
+      }
+      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) return TSNode{};
+    }
+    return TSNode{};
+  }
+
+  static void add_fix(const Model& m, const Call& pad, Diagnostic& d) {
+    d.help = "pass `total_length=` the padded length of the input given to `pack_padded_sequence` "
+             "(`padded.size(1)` with `batch_first=True`, else `padded.size(0)`)";
+    int time_dim = 0;
+    const Call* pack = nullptr;
+    TSNode input = padded_input(m, pad, time_dim, pack);
+    if (is_null(input)) return;
+    uint32_t n = ts_node_named_child_count(pad.args);
+    TSNode last{};
+    for (uint32_t i = 0; i < n; ++i)
+      if (kind_of(ts_node_named_child(pad.args, i)) != Kind::Comment) last = ts_node_named_child(pad.args, i);
+    if (is_null(last)) return;
+    std::string padded(m.text(input));
+    std::string length = fmt::format("{}.size({})", padded, time_dim);
+    uint32_t after = end_byte(last);
+    // Unsafe: the output grows to the padded length wherever the padding was
+    // longer than the longest sequence, which code after the call may notice.
+    if (!rebound_between(m, m.qualify(input), pad.function, start_byte(pack->node), start_byte(pad.node))) {
+      d.help = fmt::format("pass `total_length={}`", length);
+      d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Unsafe,
+                  {Edit{after, after, fmt::format(", total_length={}", length)}}};
+      return;
+    }
+    // `x = pack_padded_sequence(x, ...)`: measure `x` before it is packed.
+    TSNode stmt = own_line_statement(m, pack->node, pad.node);
+    if (is_null(stmt) || !m.bindings_of("total_length", pad.function).empty()) {
+      d.help = fmt::format("record `total_length = {}` before packing and pass `total_length=total_length`", length);
+      return;
+    }
+    std::string_view text = m.source().text();
+    uint32_t s = start_byte(stmt);
+    uint32_t line_start = s;
+    while (line_start > 0 && text[line_start - 1] != '\n') --line_start;
+    std::string indent(text.substr(line_start, s - line_start));
+    d.help = fmt::format("record `total_length = {}` before packing and pass `total_length=total_length`", length);
+    d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Unsafe,
+                {Edit{s, s, fmt::format("total_length = {}\n{}", length, indent)},
+                 Edit{after, after, ", total_length=total_length"}}};
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(PadPackedNoTotalLength, "TL005")
+
+}  // namespace torchleak::python
