@@ -38,7 +38,10 @@ int write_pages(const Catalogue& catalogue, const fs::path& dir) {
   }
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
-    bool rule_page = name.size() > 6 && name.rfind("TL", 0) == 0 && entry.path().extension() == ".md";
+    // TLnnn-name.md: what doc_file() names a page; anything else is left alone.
+    size_t digits = name.rfind("TL", 0) == 0 ? name.find_first_not_of("0123456789", 2) : std::string::npos;
+    bool rule_page = digits != std::string::npos && digits > 2 && name[digits] == '-' &&
+                     entry.path().extension() == ".md";
     if (rule_page && !pages.count(name)) fs::remove(entry.path(), ec);
   }
   return 0;

@@ -21,6 +21,7 @@ cd "$WORK" || exit 2
 export HOME="$WORK/.home" GIT_CONFIG_NOSYSTEM=1 XDG_CONFIG_HOME="$WORK/.home/.config"
 mkdir -p "$HOME"
 unset NO_COLOR
+export LC_ALL=C  # sort and ls order bytes, whatever the machine's locale
 FAILURES=0
 CASE="(none)"
 

@@ -65,11 +65,13 @@ case_ "rule --all --output-dir: one page per rule, stale pages removed, other fi
 mkdir pages
 printf 'stale\n' >pages/TL998-renamed-rule.md
 printf 'keep\n' >pages/README.md
+printf 'keep\n' >pages/TLDR-notes.md
 tl rule --all --output-dir pages
 expect_rc 0
 expect_out </dev/null
 compare "pages" "$(cd pages && ls | sed -E 's/^(TL[0-9]+)-.*/\1/')" <<<"README.md
-$codes"
+$codes
+TLDR-notes.md"
 compare "TL001 page" "$(cat pages/TL001-*.md)" <<<"$tl001"
 
 case_ "rule --all --output-dir into a path that is a file: 2"
