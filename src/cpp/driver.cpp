@@ -23,7 +23,9 @@ std::vector<std::string> syntax_only_arguments(const std::vector<std::string>& a
   args = getClangStripOutputAdjuster()(args, file);
   args = getClangStripDependencyFileAdjuster()(args, file);
   args = getClangSyntaxOnlyAdjuster()(args, file);
-  std::vector<std::string> head = {"-resource-dir=" + resource_dir(), "-Wno-unknown-warning-option"};
+  // -fno-caret-diagnostics also keeps Clang from printing "N errors generated".
+  std::vector<std::string> head = {"-resource-dir=" + resource_dir(), "-Wno-unknown-warning-option",
+                                   "-fno-caret-diagnostics"};
   head.insert(head.end(), before.begin(), before.end());
   args = getInsertArgumentAdjuster(head, ArgumentInsertPosition::BEGIN)(args, file);
   args = getInsertArgumentAdjuster(after, ArgumentInsertPosition::END)(args, file);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -165,7 +166,21 @@ PchCache::Result PchCache::get(const std::vector<std::string>& args, const std::
   if (!replaced) return {{}, false, "the compile command does not name the file"};
   pch_args.push_back("-fpch-instantiate-templates");
 
-  std::string key_text = fmt::format("{}\n{}\n{}\n", CLANG_VERSION_STRING, resource_dir(), directory);
+  // The working directory matters only when a path argument is relative.
+  static const char* const kPathOptions[] = {"-I", "-iquote", "-isystem", "-idirafter", "-include", "-imacros",
+                                             "-F", "-isysroot", "--sysroot"};
+  bool relative = false;
+  for (size_t i = 1; i < pch_args.size(); ++i) {
+    const std::string& a = pch_args[i];
+    for (const char* opt : kPathOptions) {
+      size_t n = std::strlen(opt);
+      if (a == opt && i + 1 < pch_args.size() && !pch_args[i + 1].empty() && pch_args[i + 1][0] != '/')
+        relative = true;
+      if (a.size() > n && a.compare(0, n, opt) == 0 && a[n] != '/' && a[n] != '=') relative = true;
+    }
+  }
+  std::string key_text = fmt::format("{}\n{}\n{}\n", CLANG_VERSION_STRING, resource_dir(),
+                                     relative ? directory : std::string());
   for (size_t i = 1; i < pch_args.size(); ++i) key_text += pch_args[i] + '\0';
   std::string key = fmt::format("{:016x}", llvm::xxHash64(key_text));
 
