@@ -5,10 +5,13 @@
 // on `c[k]`, as in `history["loss"].append(v)`), `c += [v]` and `c += v` on a
 // list, `c = c + [v]`, `c[k] = v` with a key that is not a literal (a
 // constant key overwrites one entry: no growth), and `c = torch.cat([c, v])`
-// (stack, vstack, ...). A finding needs, as TL001 does: grad enabled, `v`
-// Attached (in a tuple, list or dict display, or a comprehension, each element
-// is looked at), a container that survives a step over data, and a container
-// that never reaches backward() (`torch.stack(losses).mean().backward()`).
+// (stack, vstack, ...). A finding needs, as TL001 does: an Attached value
+// (each element of a tuple, list or dict display, the element expression of a
+// comprehension), a container that survives a step over data, and a
+// container that never reaches backward() (`torch.stack(losses).mean()
+// .backward()`). Unlike TL001 the store itself may sit under no_grad: a list
+// keeps a reference, and with it the graph of a value computed outside; only
+// the copies into a tensor (`c[k] = v`, `torch.cat`) need grad enabled.
 // The range is the stored value: it is what has to change, and what the fix
 // edits.
 #include <fmt/format.h>
@@ -33,6 +36,10 @@ struct Store {
   uint32_t at = 0;
   int function = -1;
   int loop = -1;
+  // `torch.cat([acc, v])` and `c[k] = v` on a tensor copy `v`: under no_grad
+  // the copy records no history. The other stores keep a reference to `v`,
+  // and with it `v`'s graph, whatever the grad mode.
+  bool copies = false;
 };
 
 class AppendUndetached final : public Check {
@@ -44,7 +51,7 @@ class AppendUndetached final : public Check {
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
     for (const Store& s : stores) {
       if (s.loop < 0 || s.container.empty()) continue;
-      if (m.grad_state(s.at) != GradState::Enabled) continue;
+      if (s.copies && m.grad_state(s.at) != GradState::Enabled) continue;
       std::vector<TSNode> leaves;
       attached_leaves(m, s.value, s.skip, leaves);
       if (leaves.empty()) continue;
@@ -72,12 +79,12 @@ class AppendUndetached final : public Check {
     while (kind_of(container) == Kind::Subscript) container = unparenthesize(field(container, "value"));
     std::string name = m.qualify(container);
     if (name.empty()) return;
-    out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop});
+    out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop, false});
   }
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
     if (b.loop < 0 || is_null(b.value)) return;
-    Store s{b.name, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop};
+    Store s{b.name, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, false};
     TSNode value = unparenthesize(b.value);
     if (b.kind == BindingKind::SubscriptStore) {
       if (!b.op.empty()) {  // `c[k] += [v]` extends a list; `c[k] += v` is TL001's
@@ -87,6 +94,7 @@ class AppendUndetached final : public Check {
         s.value = element_of(b);
         TSNode key = field(s.container_node, "subscript");
         if (is_null(s.value) || is_literal(key) || accumulates_into(m, s.value, s.container_node)) return;
+        s.copies = true;
       }
       s.container_node = unparenthesize(field(s.container_node, "value"));
     } else if (b.kind == BindingKind::AugAssign) {
@@ -123,6 +131,7 @@ class AppendUndetached final : public Check {
         if (m.text(part) != target) continue;
         s.value = parts;
         s.skip = part;
+        s.copies = true;
         return true;
       }
       return false;

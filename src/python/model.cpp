@@ -994,7 +994,12 @@ bool Model::data_loader_at(TSNode expr, int depth) const {
       }
       return false;
     }
-    case Kind::Subscript: return data_loader_at(field(expr, "value"), depth + 1);
+    case Kind::Subscript: {  // dataloaders[phase]: an element of a collection of loaders
+      std::string collection(last_component(qualify(field(expr, "value"))));
+      for (auto& c : collection) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (ends_with(collection, "loaders") || ends_with(collection, "datasets")) return true;
+      return data_loader_at(field(expr, "value"), depth + 1);
+    }
     case Kind::Identifier:
     case Kind::Attribute: {
       std::string name = qualify(expr);
@@ -1051,15 +1056,25 @@ Provenance Model::provenance_at(TSNode expr, int depth) const {
   uint64_t key = node_key(expr);
   if (auto it = provenance_cache_.find(key); it != provenance_cache_.end()) return it->second;
   if (!in_progress_.insert(key).second) return Provenance::Unknown;  // a cycle
-  Provenance p = grad_state(start_byte(expr)) == GradState::Enabled ? provenance_uncached(expr, depth)
-                                                                    : Provenance::Detached;
+  // Under a grad-disabled region nothing computed records history; reading a
+  // name, an attribute or building a tuple computes nothing: `history.append(
+  // loss)` under no_grad still keeps the graph of a `loss` computed outside.
+  Kind k = kind_of(expr);
+  bool reads = k == Kind::Identifier || k == Kind::Attribute || k == Kind::ParenthesizedExpression ||
+               k == Kind::Tuple || k == Kind::List || k == Kind::Set || k == Kind::Dictionary ||
+               k == Kind::ExpressionList || k == Kind::ConditionalExpression;
+  Provenance p = reads || grad_state(start_byte(expr)) == GradState::Enabled ? provenance_uncached(expr, depth)
+                                                                             : Provenance::Detached;
   in_progress_.erase(key);
   provenance_cache_[key] = p;
   return p;
 }
 
 Provenance Model::binding_provenance(const Binding& b, int depth) const {
-  if (grad_state(b.start) != GradState::Enabled) return Provenance::Detached;
+  // An assignment's value answers for itself (provenance_at): `kept = out`
+  // under no_grad is as attached as `out`.
+  if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr && grad_state(b.start) != GradState::Enabled)
+    return Provenance::Detached;
   switch (b.kind) {
     case BindingKind::Assign:
     case BindingKind::NamedExpr: {

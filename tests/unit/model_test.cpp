@@ -1,0 +1,842 @@
+// The Python semantic model, query by query: loops, grad-disabled regions,
+// bindings, provenance and import aliases. Each test parses a small program
+// and asserts exact answers about nodes found by their source text.
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "python/model.h"
+
+using namespace torchleak;
+using namespace torchleak::python;
+
+namespace {
+
+// A parsed program and ways to point into it by source text.
+class Program {
+ public:
+  explicit Program(std::string text, Config config = {})
+      : text_(std::move(text)), config_(std::move(config)), model_(text_, config_) {}
+
+  const Model& model() const { return model_; }
+
+  // Byte offset of the `nth` occurrence (0-based) of `snippet` as whole
+  // tokens (`x` does not occur in `xs`); fails the test when there is none.
+  uint32_t at(std::string_view snippet, int nth = 0) const {
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    int seen = 0;
+    for (size_t pos = text_.find(snippet); pos != std::string::npos; pos = text_.find(snippet, pos + 1)) {
+      size_t end = pos + snippet.size();
+      if (word(snippet.front()) && pos > 0 && word(text_[pos - 1])) continue;
+      if (word(snippet.back()) && end < text_.size() && word(text_[end])) continue;
+      if (seen++ == nth) return static_cast<uint32_t>(pos);
+    }
+    ADD_FAILURE() << "no occurrence " << nth << " of `" << snippet << "`";
+    return 0;
+  }
+
+  // The innermost named node spanning exactly the `nth` occurrence of `snippet`.
+  TSNode node(std::string_view snippet, int nth = 0) const {
+    uint32_t start = at(snippet, nth);
+    uint32_t end = start + static_cast<uint32_t>(snippet.size());
+    TSNode n = ts_node_named_descendant_for_byte_range(model_.root(), start, end);
+    while (!ts_node_is_null(n) && !(start_byte(n) == start && end_byte(n) == end)) n = ts_node_parent(n);
+    EXPECT_FALSE(ts_node_is_null(n)) << "no node spans `" << snippet << "`";
+    return n;
+  }
+
+  Provenance provenance(std::string_view snippet, int nth = 0) const { return model_.provenance(node(snippet, nth)); }
+  GradState grad(std::string_view snippet, int nth = 0) const { return model_.grad_state(at(snippet, nth)); }
+  int function_at(std::string_view snippet, int nth = 0) const { return model_.function_at(at(snippet, nth)); }
+
+  // The loop whose statement (or comprehension) starts at `snippet`.
+  int loop(std::string_view snippet, int nth = 0) const {
+    uint32_t start = at(snippet, nth);
+    const auto& loops = model_.loops();
+    for (size_t i = 0; i < loops.size(); ++i)
+      if (start_byte(loops[i].node) == start) return static_cast<int>(i);
+    ADD_FAILURE() << "no loop starts at `" << snippet << "`";
+    return -1;
+  }
+
+  // The binding whose statement starts at the `nth` occurrence of `statement`
+  // and binds `name`.
+  const Binding* binding(std::string_view name, std::string_view statement, int nth = 0) const {
+    uint32_t start = at(statement, nth);
+    for (const auto& b : model_.bindings())
+      if (b.name == name && (b.start == start || start_byte(b.statement) == start)) return &b;
+    ADD_FAILURE() << "no binding of `" << name << "` at `" << statement << "`";
+    return nullptr;
+  }
+
+ private:
+  std::string text_;
+  Config config_;
+  Model model_;
+};
+
+// --------------------------------------------------------------------------
+// Loops
+
+TEST(ModelLoops, ForWhileAndComprehensionRanges) {
+  Program p(R"(def train(loader, steps):
+    for x, y in loader:
+        pass
+    n = 0
+    while n < steps:
+        n += 1
+    squares = [v * v for v in range(4)]
+)");
+  const auto& loops = p.model().loops();
+  ASSERT_EQ(loops.size(), 3u);
+  int f = p.loop("for x, y in loader"), w = p.loop("while n < steps"), c = p.loop("[v * v for v in range(4)]");
+  EXPECT_EQ(loops[f].kind, LoopKind::For);
+  EXPECT_EQ(loops[w].kind, LoopKind::While);
+  EXPECT_EQ(loops[c].kind, LoopKind::Comprehension);
+  // A for loop iterates from its target to the end of its body: the iterable
+  // is evaluated once, before the first iteration.
+  EXPECT_EQ(loops[f].start, p.at("x, y in loader"));
+  EXPECT_EQ(loops[f].end, p.at("pass") + 4);
+  EXPECT_TRUE(p.model().loop_contains(f, p.at("x, y in loader")));
+  EXPECT_FALSE(p.model().loop_contains(f, p.at("for x, y")));
+  EXPECT_FALSE(p.model().loop_contains(f, p.at("n = 0")));
+  // A while loop re-evaluates its condition every iteration.
+  EXPECT_EQ(loops[w].start, p.at("n < steps"));
+  EXPECT_TRUE(p.model().loop_contains(w, p.at("n += 1")));
+  // A comprehension is one loop over its whole text.
+  EXPECT_EQ(loops[c].start, p.at("[v * v"));
+  EXPECT_EQ(loops[c].end, p.at("(4)]") + 4);
+  for (int l : {f, w, c}) {
+    EXPECT_EQ(loops[l].function, 0);
+    EXPECT_EQ(loops[l].parent, -1);
+  }
+}
+
+TEST(ModelLoops, NestingStopsAtFunctionBoundaries) {
+  Program p(R"(for epoch in range(3):
+    for batch in loader:
+        outs = [model(x) for x in batch]
+
+        def hook(grads):
+            for g in grads:
+                print(g)
+)");
+  int outer = p.loop("for epoch"), inner = p.loop("for batch"), comp = p.loop("[model(x) for x in batch]"),
+      nested = p.loop("for g in grads");
+  const auto& loops = p.model().loops();
+  EXPECT_EQ(loops[outer].parent, -1);
+  EXPECT_EQ(loops[inner].parent, outer);
+  EXPECT_EQ(loops[comp].parent, inner);
+  EXPECT_EQ(loops[nested].parent, -1);  // another function
+  EXPECT_EQ(loops[nested].function, p.function_at("for g in grads"));
+  EXPECT_EQ(p.model().enclosing_loops(p.at("model(x)"), -1), (std::vector<int>{comp, inner, outer}));
+  EXPECT_EQ(p.model().enclosing_loops(p.at("outs ="), -1), (std::vector<int>{inner, outer}));
+  EXPECT_EQ(p.model().innermost_loop(p.at("print(g)"), p.function_at("print(g)")), nested);
+  EXPECT_EQ(p.model().enclosing_loops(p.at("print(g)"), p.function_at("print(g)")), (std::vector<int>{nested}));
+}
+
+TEST(ModelLoops, StepLoopsIterateDataOrStepAnOptimizer) {
+  Program p(R"(import torch
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+
+def train(model, dataset, heads, optimizer, scaler, epochs):
+    train_dl = DataLoader(dataset, batch_size=8)
+    stream = iter(train_dl)
+    for epoch in range(epochs):
+        for step, (x, y) in enumerate(tqdm(train_dl)):
+            for chunk in zip(x.chunk(4), y.chunk(4)):
+                pass
+            for head in heads:
+                pass
+    while True:
+        batch = next(stream)
+        scaler.step(optimizer)
+    for t in range(10):
+        optimizer.step()
+    for t in range(10):
+        scheduler.step()
+    losses = [model(b) for b in train_dl]
+    for layer in model.layers:
+        pass
+)");
+  const Model& m = p.model();
+  EXPECT_TRUE(m.is_step_loop(p.loop("for epoch")));  // a data loop nested in it
+  EXPECT_TRUE(m.is_step_loop(p.loop("for step, (x, y)")));
+  EXPECT_FALSE(m.is_step_loop(p.loop("for chunk")));
+  EXPECT_FALSE(m.is_step_loop(p.loop("for head")));
+  EXPECT_TRUE(m.is_step_loop(p.loop("while True")));  // scaler.step(optimizer)
+  EXPECT_TRUE(m.is_step_loop(p.loop("for t in range(10)", 0)));
+  EXPECT_FALSE(m.is_step_loop(p.loop("for t in range(10)", 1)));  // a scheduler is not an optimizer
+  EXPECT_TRUE(m.is_step_loop(p.loop("[model(b) for b in train_dl]")));
+  EXPECT_FALSE(m.is_step_loop(p.loop("for layer")));
+  EXPECT_FALSE(m.is_step_loop(-1));
+}
+
+TEST(ModelLoops, DataLoaders) {
+  Program p(R"(from torch.utils.data import DataLoader
+
+
+def run(ds, loaders, n):
+    data = DataLoader(ds)
+    it = iter(data)
+    for a in val_dataloader: pass
+    for a in self.train_loader: pass
+    for a in train_dataset: pass
+    for a in batches: pass
+    for a in dl: pass
+    for a in it: pass
+    for a in loaders["val"]: pass
+    for a in loaders: pass
+    for a in dataloaders[phase]: pass
+    for a in sizes[phase]: pass
+    for a in range(n): pass
+    for a in zip(names, sizes): pass
+    for a in enumerate(data, 1): pass
+)");
+  const Model& m = p.model();
+  auto loader = [&](std::string_view s) { return m.is_data_loader(p.node(s)); };
+  EXPECT_TRUE(loader("val_dataloader"));
+  EXPECT_TRUE(loader("self.train_loader"));
+  EXPECT_TRUE(loader("train_dataset"));
+  EXPECT_TRUE(loader("batches"));
+  EXPECT_TRUE(loader("dl"));
+  EXPECT_TRUE(m.is_data_loader(p.node("it", 1)));  // iter() of a DataLoader(...)
+  EXPECT_TRUE(loader("loaders[\"val\"]"));      // an element of a collection of loaders
+  EXPECT_FALSE(m.is_data_loader(p.node("loaders", 2)));  // the collection itself yields loaders
+  EXPECT_TRUE(loader("dataloaders[phase]"));
+  EXPECT_FALSE(loader("sizes[phase]"));
+  EXPECT_FALSE(loader("range(n)"));
+  EXPECT_FALSE(loader("zip(names, sizes)"));
+  EXPECT_TRUE(loader("enumerate(data, 1)"));
+}
+
+// --------------------------------------------------------------------------
+// Grad-disabled regions
+
+TEST(ModelGrad, WithStatements) {
+  Program p(R"(import torch
+
+
+def evaluate(model, x, flag):
+    a = model(x)
+    with torch.no_grad():
+        b = model(x)
+    with torch.inference_mode():
+        c = model(x)
+    with torch.inference_mode(False):
+        d = model(x)
+    with torch.inference_mode(mode=flag):
+        e = model(x)
+    with torch.set_grad_enabled(False):
+        f = model(x)
+    with torch.set_grad_enabled(True):
+        g = model(x)
+    with torch.set_grad_enabled(flag):
+        h = model(x)
+    with torch.autograd.no_grad():
+        i = model(x)
+    with torch.cuda.amp.autocast():
+        j = model(x)
+)");
+  EXPECT_EQ(p.grad("a = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("with torch.no_grad"), GradState::Enabled);  // the with line itself
+  EXPECT_EQ(p.grad("b = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("c = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("d = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("e = model"), GradState::Maybe);
+  EXPECT_EQ(p.grad("f = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("g = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("h = model"), GradState::Maybe);
+  EXPECT_EQ(p.grad("i = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("j = model"), GradState::Enabled);
+}
+
+TEST(ModelGrad, DecoratorsAndAliases) {
+  Program p(R"(import torch as T
+from torch import no_grad
+
+
+@T.no_grad()
+def a(model, x):
+    return model(x)
+
+
+@T.no_grad
+def b(model, x):
+    return model(x)
+
+
+@T.inference_mode()
+def c(model, x):
+    return model(x)
+
+
+@no_grad()
+def d(model, x):
+    return model(x)
+
+
+@staticmethod
+def e(model, x):
+    return model(x)
+
+
+class Evaluator:
+    @T.no_grad()
+    def run(self, x):
+        return self.model(x)
+
+    def fit(self, x):
+        return self.model(x)
+)");
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(p.grad("return model(x)", i), GradState::Disabled) << i;
+  EXPECT_EQ(p.grad("return model(x)", 4), GradState::Enabled);
+  EXPECT_EQ(p.grad("return self.model(x)", 0), GradState::Disabled);
+  EXPECT_EQ(p.grad("return self.model(x)", 1), GradState::Enabled);
+  EXPECT_EQ(p.grad("def a"), GradState::Enabled);  // only the body
+  EXPECT_EQ(p.model().functions()[p.function_at("return model(x)")].decorators,
+            (std::vector<std::string>{"torch.no_grad"}));
+  EXPECT_TRUE(p.model().function_has_decorator(p.function_at("return model(x)", 3), "torch.no_grad"));
+}
+
+TEST(ModelGrad, EnableGradInsideNoGrad) {
+  Program p(R"(import torch
+
+
+@torch.no_grad()
+def attack(model, x, y, criterion):
+    before = model(x)
+    with torch.enable_grad():
+        x.requires_grad_(True)
+        loss = criterion(model(x), y)
+        with torch.no_grad():
+            inner = model(x)
+        again = model(x)
+    after = model(x)
+    return before, loss, inner, again, after
+)");
+  EXPECT_EQ(p.grad("before = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("loss = criterion"), GradState::Enabled);
+  EXPECT_EQ(p.grad("inner = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("again = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("after = model"), GradState::Disabled);
+  EXPECT_EQ(p.provenance("loss", 1), Provenance::Attached);
+  EXPECT_EQ(p.provenance("before", 1), Provenance::Detached);
+}
+
+// --------------------------------------------------------------------------
+// Bindings
+
+TEST(ModelBindings, ReachingIsTheLastBindingBeforeTheUse) {
+  Program p(R"(total = 10
+
+
+def train(loader, scale=2.0):
+    x = 1
+    x = 2
+    for batch in loader:
+        y = x + batch
+    return y, total, scale, missing
+
+
+def configure():
+    global total
+    total = 3
+)");
+  const Model& m = p.model();
+  int train = p.function_at("x = 1");
+  const Binding* b = m.reaching("x", p.at("x + batch"), train);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b, p.binding("x", "x = 2"));
+  b = m.reaching("y", p.at("y, total"), train);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->loop, p.loop("for batch"));
+  // A module-level name read in a function.
+  b = m.reaching("total", p.at("total, scale"), train);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->function, -1);
+  EXPECT_EQ(b->start, p.at("total = 10"));
+  b = m.reaching("scale", p.at("scale, missing"), train);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->kind, BindingKind::Parameter);
+  EXPECT_EQ(m.reaching("missing", p.at("missing"), train), nullptr);
+  // `global total` makes the function's assignment a module-level binding's update.
+  EXPECT_EQ(p.binding("total", "global total")->kind, BindingKind::Global);
+  b = m.reaching("batch", p.at("+ batch") + 2, train);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->kind, BindingKind::ForTarget);
+}
+
+TEST(ModelBindings, TupleUnpackingAndAttributeTargets) {
+  Program p(R"(class Trainer:
+    def fit(self, model, x):
+        out, aux = model(x)
+        a, b = out.sum(), 1
+        self.total = 0
+        self.total += out
+        self.stats["loss"] = out
+)");
+  const Binding* out = p.binding("out", "out, aux");
+  const Binding* aux = p.binding("aux", "out, aux");
+  ASSERT_TRUE(out && aux);
+  EXPECT_EQ(out->kind, BindingKind::Assign);
+  EXPECT_EQ(out->element, 0);
+  EXPECT_EQ(aux->element, 1);
+  EXPECT_EQ(p.model().text(out->value), "model(x)");
+  const Binding* b = p.binding("b", "a, b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->element, 1);
+  const Binding* total = p.binding("self.total", "self.total = 0");
+  ASSERT_NE(total, nullptr);
+  EXPECT_EQ(total->kind, BindingKind::Assign);
+  const Binding* aug = p.binding("self.total", "self.total += out");
+  ASSERT_NE(aug, nullptr);
+  EXPECT_EQ(aug->kind, BindingKind::AugAssign);
+  EXPECT_EQ(aug->op, "+=");
+  const Binding* store = p.binding("self.stats", "self.stats[");
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->kind, BindingKind::SubscriptStore);
+  EXPECT_EQ(p.model().text(store->value), "out");
+}
+
+TEST(ModelBindings, BoundBeforeAndRebound) {
+  Program p(R"(history = []
+
+
+def train(model, loader, log):
+    total = 0.0
+    for x in loader:
+        window = 0.0
+        total = total + x
+        window += x
+        count = 1
+        self_ish = log
+        history.append(x)
+        stats.n += 1
+    return total
+)");
+  const Model& m = p.model();
+  int l = p.loop("for x in loader");
+  EXPECT_TRUE(m.bound_before_loop("total", l));
+  EXPECT_FALSE(m.bound_before_loop("window", l));
+  EXPECT_FALSE(m.bound_before_loop("count", l));
+  EXPECT_TRUE(m.bound_before_loop("log", l));      // a parameter
+  EXPECT_TRUE(m.bound_before_loop("history", l));  // module level
+  EXPECT_TRUE(m.bound_before_loop("stats.n", l));  // an attribute
+  EXPECT_FALSE(m.bound_before_loop("total", -1));
+  EXPECT_TRUE(m.rebound_in_loop("total", l));
+  EXPECT_FALSE(m.rebound_in_loop("total", l, p.binding("total", "total = total + x")));
+  EXPECT_FALSE(m.rebound_in_loop("history", l));
+  EXPECT_TRUE(m.rebound_in_loop("x", l));  // the loop target
+}
+
+TEST(ModelBindings, ResetInLoop) {
+  Program p(R"(def train(loader, stats):
+    total = 0.0
+    acc = None
+    preds = []
+    window = 0.0
+    parts = []
+    for step, x in enumerate(loader):
+        total = total + x
+        acc = x if acc is None else torch.cat([acc, x])
+        preds.append(x)
+        window += x
+        if step % 10 == 0:
+            window = 0.0
+        parts.append(x)
+        parts.clear()
+        stats = Stats()
+        stats.total += x
+        pair, other = 0, total
+)");
+  const Model& m = p.model();
+  int l = p.loop("for step");
+  EXPECT_FALSE(m.reset_in_loop("total", l));   // `total = total + x` reads it
+  EXPECT_FALSE(m.reset_in_loop("acc", l));
+  EXPECT_FALSE(m.reset_in_loop("preds", l));
+  EXPECT_TRUE(m.reset_in_loop("window", l));   // reset under a condition still counts
+  EXPECT_TRUE(m.reset_in_loop("parts", l));    // .clear()
+  EXPECT_TRUE(m.reset_in_loop("stats.total", l));  // a fresh `stats`
+  EXPECT_TRUE(m.reset_in_loop("step", l));     // the loop target
+  EXPECT_TRUE(m.reset_in_loop("pair", l));
+  EXPECT_TRUE(m.reset_in_loop("other", l));    // `other` is bound to `total`, not to itself
+  EXPECT_FALSE(m.reset_in_loop("total", -1));
+}
+
+TEST(ModelBindings, HoldsList) {
+  Program p(R"(class T:
+    def __init__(self):
+        self.history = []
+        self.total = 0.0
+
+    def run(self, xs, n):
+        a = []
+        b = [x * 2 for x in xs]
+        c = list(xs)
+        d = [None] * n
+        e = 0.0
+        f = torch.zeros(3)
+        a += [1]
+        return a, b, c, d, e, f
+)");
+  const Model& m = p.model();
+  int run = p.function_at("a = []");
+  uint32_t use = p.at("return a");
+  EXPECT_TRUE(m.holds_list("a", use, run));  // through `a += [1]`
+  EXPECT_TRUE(m.holds_list("b", use, run));
+  EXPECT_TRUE(m.holds_list("c", use, run));
+  EXPECT_TRUE(m.holds_list("d", use, run));
+  EXPECT_FALSE(m.holds_list("e", use, run));
+  EXPECT_FALSE(m.holds_list("f", use, run));
+  EXPECT_FALSE(m.holds_list("xs", use, run));
+  EXPECT_TRUE(m.holds_list("self.history", use, run));
+  EXPECT_FALSE(m.holds_list("self.total", use, run));
+}
+
+TEST(ModelBindings, BackwardSubjectsAndWhatFeedsThem) {
+  Program p(R"(import torch
+
+
+def accumulate(model, loader, accelerator, k):
+    acc = 0
+    logged = 0.0
+    parts = []
+    for x in loader:
+        acc = acc + model(x) / k
+        parts.append(model(x))
+        logged += acc.item()
+    (acc / k).backward()
+    total = torch.stack(parts).sum()
+    final = total * 2
+    accelerator.backward(final)
+    grads = torch.autograd.grad(logged, model.parameters())
+
+
+def closure_user(model, x):
+    inner_total = model(x)
+
+    def closure():
+        inner_total.backward()
+    return closure
+
+
+class Trainer:
+    def fit(self, loader):
+        for x in loader:
+            self.pending += self.model(x)
+
+    def flush(self):
+        self.pending.backward()
+        self.pending = 0.0
+
+    def other(self, loader):
+        for x in loader:
+            self.seen += self.model(x)
+)");
+  const Model& m = p.model();
+  int acc_fn = p.function_at("acc = 0");
+  EXPECT_TRUE(m.is_backward_subject("acc", acc_fn));
+  EXPECT_TRUE(m.is_backward_subject("k", acc_fn));  // every name of `(acc / k)`
+  EXPECT_TRUE(m.is_backward_subject("final", acc_fn));  // accelerator.backward(final)
+  EXPECT_TRUE(m.is_backward_subject("logged", acc_fn));  // torch.autograd.grad(logged, ...)
+  EXPECT_FALSE(m.is_backward_subject("parts", acc_fn));
+  EXPECT_TRUE(m.feeds_backward("acc", acc_fn));
+  EXPECT_TRUE(m.feeds_backward("parts", acc_fn));  // parts -> total -> final -> backward
+  EXPECT_TRUE(m.feeds_backward("total", acc_fn));
+  EXPECT_FALSE(m.feeds_backward("loader", acc_fn));
+  // A closure's backward counts for the enclosing function's local.
+  int closure_user = p.function_at("inner_total = model(x)");
+  EXPECT_FALSE(m.is_backward_subject("inner_total", closure_user));
+  EXPECT_TRUE(m.feeds_backward("inner_total", closure_user));
+  // An attribute is followed through every method of its class.
+  int fit = p.function_at("self.pending +=");
+  EXPECT_FALSE(m.is_backward_subject("self.pending", fit));
+  EXPECT_TRUE(m.feeds_backward("self.pending", fit));
+  EXPECT_FALSE(m.feeds_backward("self.seen", p.function_at("self.seen +=")));
+}
+
+TEST(ModelBindings, FeedsBackwardIsFalseWithoutAPath) {
+  Program p(R"(def train(model, loader, criterion, optimizer):
+    running = 0.0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running += loss
+        report = running / 10
+    return report
+)");
+  int f = p.function_at("running = 0.0");
+  EXPECT_TRUE(p.model().feeds_backward("loss", f));
+  EXPECT_FALSE(p.model().feeds_backward("running", f));
+  EXPECT_FALSE(p.model().feeds_backward("report", f));
+}
+
+TEST(ModelBindings, Mentions) {
+  Program p(R"(a = stats.total + f(total=1) + total_steps
+b = self.total * 2
+)");
+  const Model& m = p.model();
+  TSNode first = p.node("stats.total + f(total=1) + total_steps");
+  EXPECT_TRUE(m.mentions(first, "stats.total"));
+  EXPECT_TRUE(m.mentions(first, "stats"));
+  EXPECT_FALSE(m.mentions(first, "total"));  // an attribute name and a keyword are not reads
+  EXPECT_TRUE(m.mentions(first, "total_steps"));
+  EXPECT_TRUE(m.mentions(p.node("self.total * 2"), "self.total"));
+  EXPECT_FALSE(m.mentions(p.node("self.total * 2"), "total"));
+}
+
+TEST(ModelBindings, ComprehensionVariablesStayInside) {
+  Program p(R"(def f(model, inputs):
+    z = model(inputs)
+    detached = [z.detach() for z in inputs]
+    return z
+)");
+  const Model& m = p.model();
+  int f = p.function_at("z = model");
+  const Binding* inside = m.reaching("z", p.at("z.detach()"), f);
+  ASSERT_NE(inside, nullptr);
+  EXPECT_EQ(inside->kind, BindingKind::ForTarget);
+  const Binding* after = m.reaching("z", p.at("z", 3), f);
+  ASSERT_NE(after, nullptr);
+  EXPECT_EQ(after, p.binding("z", "z = model"));
+  EXPECT_EQ(p.provenance("z", 3), Provenance::Attached);  // the returned z
+  EXPECT_EQ(m.provenance(p.binding("detached", "detached =")->value), Provenance::Detached);
+}
+
+// --------------------------------------------------------------------------
+// Provenance
+
+TEST(ModelProvenance, ModelsAndLosses) {
+  Program p(R"(import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def train(loader, student, teacher_logits):
+    net = Net()
+    layer = nn.Linear(4, 2)
+    model = build()
+    criterion = nn.CrossEntropyLoss()
+    mse = nn.MSELoss()
+    opt = torch.optim.SGD(student.parameters(), lr=0.1)
+    for x, y in loader:
+        a = net(x)
+        b = layer(x)
+        c = model(x)
+        d = criterion(a, y)
+        e = mse(b, y)
+        f = F.cross_entropy(c, y)
+        g = F.cross_entropy(x, y)
+        h = student(x)
+        i = build()(x)
+        j = y * 2
+)");
+  const Model& m = p.model();
+  auto value = [&](std::string_view name) { return m.provenance(p.binding(name, std::string(name) + " = ")->value); };
+  for (std::string_view v : {"a", "b", "c", "d", "e", "f", "h"}) EXPECT_EQ(value(v), Provenance::Attached) << v;
+  EXPECT_EQ(value("g"), Provenance::Unknown);  // x and y come from the loader
+  EXPECT_EQ(value("i"), Provenance::Unknown);  // an unknown factory's result
+  EXPECT_EQ(value("j"), Provenance::Unknown);
+  EXPECT_TRUE(m.is_module_instance(p.node("net", 1)));
+  EXPECT_TRUE(m.is_module_instance(p.node("student", 2)));  // student.parameters()
+  EXPECT_TRUE(m.is_loss_function(p.node("mse", 1)));
+  EXPECT_TRUE(m.is_loss_function(p.node("criterion", 1)));
+  EXPECT_FALSE(m.is_loss_function(p.node("net", 1)));
+  EXPECT_TRUE(m.is_optimizer(p.node("opt", 0)));
+}
+
+TEST(ModelProvenance, DetachingOperations) {
+  Program p(R"(import torch
+
+
+def step(model, x):
+    out = model(x)
+    values = [
+        out.item(),
+        out.detach(),
+        float(out),
+        int(out.sum()),
+        out.tolist(),
+        out.cpu().numpy(),
+        out.data,
+        out.argmax(1),
+        torch.argmax(out, 1),
+        out.shape,
+        torch.zeros(3),
+        len(out),
+    ]
+    kept = [
+        out.sum(),
+        out.mean(),
+        out.cpu(),
+        out.to("cuda"),
+        out[0],
+        out * 2 + 1,
+        -out,
+        torch.relu(out),
+        torch.nn.functional.softmax(out, -1),
+        out.detach() + out,
+        (out, 1),
+        {"out": out},
+        sum([out, out]),
+        out if x else 0,
+    ]
+)");
+  TSNode detached = p.binding("values", "values =")->value;
+  uint32_t n = ts_node_named_child_count(detached);
+  ASSERT_EQ(n, 12u);
+  for (uint32_t i = 0; i < n; ++i) {
+    TSNode e = ts_node_named_child(detached, i);
+    EXPECT_EQ(p.model().provenance(e), Provenance::Detached) << p.model().text(e);
+  }
+  TSNode kept = p.binding("kept", "kept =")->value;
+  n = ts_node_named_child_count(kept);
+  ASSERT_EQ(n, 14u);
+  for (uint32_t i = 0; i < n; ++i) {
+    TSNode e = ts_node_named_child(kept, i);
+    EXPECT_EQ(p.model().provenance(e), Provenance::Attached) << p.model().text(e);
+  }
+}
+
+TEST(ModelProvenance, AssignmentUnpackingAndHuggingFaceOutputs) {
+  Program p(R"(def step(model, batch, criterion):
+    outputs = model(**batch)
+    loss = outputs.loss
+    logits = outputs.logits
+    preds = logits.argmax(-1)
+    out, aux = model(batch["x"])
+    top, index = out.max(1)
+    values, order = torch.sort(out)
+    first, second = out.item(), out
+    inputs, labels = batch["x"], batch["y"]
+    return loss, logits, preds, out, aux, top, index, values, order, first, second, inputs, labels
+)");
+  const Model& m = p.model();
+  TSNode list = p.node("loss, logits, preds, out, aux, top, index, values, order, first, second, inputs, labels");
+  std::vector<Provenance> want = {Provenance::Attached, Provenance::Attached, Provenance::Detached,
+                                  Provenance::Attached, Provenance::Attached, Provenance::Attached,
+                                  Provenance::Detached, Provenance::Attached, Provenance::Detached,
+                                  Provenance::Detached, Provenance::Attached, Provenance::Unknown,
+                                  Provenance::Unknown};
+  ASSERT_EQ(ts_node_named_child_count(list), want.size());
+  for (uint32_t i = 0; i < want.size(); ++i) {
+    TSNode e = ts_node_named_child(list, i);
+    EXPECT_EQ(m.provenance(e), want[i]) << m.text(e);
+  }
+}
+
+TEST(ModelProvenance, GradDisabledValuesAreDetached) {
+  Program p(R"(import torch
+
+
+def evaluate(model, x):
+    with torch.no_grad():
+        out = model(x)
+    kept = out
+    return kept, model(x)
+)");
+  EXPECT_EQ(p.provenance("out", 1), Provenance::Detached);  // bound under no_grad, read outside
+  EXPECT_EQ(p.provenance("kept", 1), Provenance::Detached);
+  EXPECT_EQ(p.provenance("model(x)", 1), Provenance::Attached);
+}
+
+TEST(ModelProvenance, BackwardSubjectsAndContainers) {
+  Program p(R"(def train(helper, loader, criterion, model):
+    losses = []
+    numbers = []
+    for x, y in loader:
+        loss = helper(x, y)
+        loss.backward()
+        losses.append(criterion(model(x), y))
+        numbers.append(criterion(model(x), y).item())
+    mean = sum(losses) / len(losses)
+    per_item = [l.item() for l in losses]
+    stage = [criterion(model(x), y) for x, y in loader]
+    return mean, numbers, per_item, stage, losses
+)");
+  EXPECT_EQ(p.provenance("loss", 1), Provenance::Attached);  // unknown helper, but backward() is called on it
+  EXPECT_EQ(p.provenance("mean", 1), Provenance::Attached);  // the sum of appended attached values
+  EXPECT_EQ(p.provenance("numbers", 2), Provenance::Detached);
+  EXPECT_EQ(p.provenance("per_item", 1), Provenance::Detached);
+  EXPECT_EQ(p.provenance("stage", 1), Provenance::Attached);
+  EXPECT_EQ(p.provenance("losses", 5), Provenance::Attached);
+}
+
+TEST(ModelProvenance, FunctionSummaries) {
+  Program p(R"(def step(model, x, criterion, y):
+    loss = criterion(model(x), y)
+    return loss
+
+
+def logged_step(model, x, criterion, y):
+    return criterion(model(x), y).item()
+
+
+def run(model, x, criterion, y):
+    a = step(model, x, criterion, y)
+    b = logged_step(model, x, criterion, y)
+    return a, b
+)");
+  EXPECT_EQ(p.provenance("a", 1), Provenance::Attached);
+  EXPECT_EQ(p.provenance("b", 1), Provenance::Detached);
+}
+
+// --------------------------------------------------------------------------
+// Import aliases
+
+TEST(ModelImports, QualifyThroughAliases) {
+  Program p(R"(import torch as T
+import torch.nn
+import torch.nn.functional as F
+from torch import nn
+from torch.nn import functional as G, Linear as L
+from torch.optim import AdamW
+import numpy as np
+
+a = T.nn.Linear
+b = torch.nn.Conv2d
+c = F.relu
+d = nn.Module
+e = G.gelu
+f = L
+g = AdamW
+h = np.random.rand
+i = unknown.thing
+j = (T.zeros)
+)");
+  const Model& m = p.model();
+  auto q = [&](std::string_view name) { return m.qualify(p.binding(std::string(name), std::string(name) + " = ")->value); };
+  EXPECT_EQ(q("a"), "torch.nn.Linear");
+  EXPECT_EQ(q("b"), "torch.nn.Conv2d");
+  EXPECT_EQ(q("c"), "torch.nn.functional.relu");
+  EXPECT_EQ(q("d"), "torch.nn.Module");
+  EXPECT_EQ(q("e"), "torch.nn.functional.gelu");
+  EXPECT_EQ(q("f"), "torch.nn.Linear");
+  EXPECT_EQ(q("g"), "torch.optim.AdamW");
+  EXPECT_EQ(q("h"), "numpy.random.rand");
+  EXPECT_EQ(q("i"), "unknown.thing");
+  EXPECT_EQ(q("j"), "torch.zeros");
+  EXPECT_EQ(m.qualify(p.node("T.zeros")), "torch.zeros");
+  EXPECT_EQ(m.qualify(p.node("(T.zeros)")), "torch.zeros");
+  EXPECT_EQ(m.qualify(p.node("np.random.rand")), "numpy.random.rand");
+  EXPECT_EQ(m.resolve_alias("T"), "torch");
+  EXPECT_EQ(m.resolve_alias("torch"), "torch");
+  EXPECT_EQ(m.resolve_alias("G"), "torch.nn.functional");
+  EXPECT_EQ(m.resolve_alias("other"), "other");
+  EXPECT_EQ(p.binding("T", "import torch as T")->kind, BindingKind::Import);
+}
+
+}  // namespace
