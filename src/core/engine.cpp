@@ -117,23 +117,6 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
   }
 }
 
-// Runs `work(i)` for i in [0, n) on `jobs` threads.
-void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
-                  const std::atomic<bool>* cancel) {
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) {
-      if (cancel && cancel->load()) return;
-      work(i);
-    }
-  };
-  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(n)));
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
-}
-
 unsigned effective_jobs(unsigned jobs) {
   if (jobs) return jobs;
   unsigned hw = std::thread::hardware_concurrency();
@@ -219,6 +202,22 @@ bool read_file(const std::string& path, std::string& text, std::string& error) {
 }
 
 }  // namespace
+
+void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
+                  const std::atomic<bool>* cancel) {
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      if (cancel && cancel->load()) return;
+      work(i);
+    }
+  };
+  jobs = std::max(1u, std::min<unsigned>(jobs, static_cast<unsigned>(n)));
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < jobs; ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+}
 
 std::string unreadable_reason(std::string_view bytes) {
   if (bytes.find('\0') != std::string_view::npos) return "binary file (contains NUL bytes), not source text";

@@ -58,6 +58,12 @@ RunResult run(const RunOptions& options);
 RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1,
                       bool report_unused_suppressions = false);
 
+// Runs `work(i)` for i in [0, n) on `jobs` threads (the calling thread is
+// one of them), each taking the next index as it finishes the previous one.
+// The scheme both phases use; the benchmark's floor uses it too.
+void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
+                  const std::atomic<bool>* cancel = nullptr);
+
 // Why `bytes` cannot be analyzed as source text, or "" when it can.
 std::string unreadable_reason(std::string_view bytes);
 

@@ -125,8 +125,40 @@ Kind kind_of(TSNode node) {
   return sym < t.size() ? t[sym] : Kind::Other;
 }
 
+namespace {
+
+// The grammar's field names, sorted, with their ids: a binary search instead
+// of ts_language_field_id_for_name's linear strncmp scan on every lookup.
+struct FieldTable {
+  std::vector<std::pair<std::string_view, TSFieldId>> by_name;
+  FieldTable() {
+    const TSLanguage* lang = tree_sitter_python();
+    uint32_t n = ts_language_field_count(lang);
+    for (uint32_t id = 1; id <= n; ++id) {
+      const char* name = ts_language_field_name_for_id(lang, static_cast<TSFieldId>(id));
+      if (name) by_name.emplace_back(name, static_cast<TSFieldId>(id));
+    }
+    std::sort(by_name.begin(), by_name.end());
+  }
+  TSFieldId id(std::string_view name) const {
+    auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
+                               [](const auto& entry, std::string_view key) { return entry.first < key; });
+    return it != by_name.end() && it->first == name ? it->second : 0;
+  }
+};
+
+const FieldTable& field_table() {
+  static const FieldTable t;
+  return t;
+}
+
+}  // namespace
+
 TSNode field(TSNode n, std::string_view name) {
-  return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
+  TSFieldId id = field_table().id(name);
+  // No such field in the grammar: a null node, as ts_node_child_by_field_name gives.
+  if (id == 0) return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
+  return ts_node_child_by_field_id(n, id);
 }
 
 TSNode child_of_kind(TSNode n, Kind k) {
