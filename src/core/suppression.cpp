@@ -196,6 +196,7 @@ Comment comment_at(std::string_view text, uint32_t start, uint32_t end, uint32_t
   Comment c;
   start = std::min<uint32_t>(start, static_cast<uint32_t>(text.size()));
   end = std::clamp<uint32_t>(end, start, static_cast<uint32_t>(text.size()));
+  while (end > start && text[end - 1] == '\r') --end;  // a CRLF line's '\r' belongs to its terminator
   c.text = std::string(text.substr(start, end - start));
   c.line = line;
   c.column = column;

@@ -466,6 +466,25 @@ TEST(UnusedSuppressions, EveryFormWhenUnused) {
   }
 }
 
+TEST(UnusedSuppressions, CrlfLineEndsAreKept) {
+  std::string text = clean("  # noqa: TL001");
+  std::string crlf;
+  for (char c : text) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  Outcome o = analyze(crlf, true);
+  ASSERT_EQ(o.findings, Strings{"TL100:11:31"});
+  std::string expected;
+  for (char c : clean("")) expected += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  EXPECT_EQ(apply_fix(crlf, o.diagnostics[0]), expected);
+  // An own-line directive goes with its whole line, terminator included.
+  std::string own = clean("");
+  own.insert(own.find("        total += loss"), "        # noqa: TL001\n");
+  std::string own_crlf;
+  for (char c : own) own_crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  Outcome o2 = analyze(own_crlf, true);
+  ASSERT_EQ(o2.findings, Strings{"TL100:11:9"});
+  EXPECT_EQ(apply_fix(own_crlf, o2.diagnostics[0]), expected);
+}
+
 TEST(UnusedSuppressions, OnlyTheUnusedCodesOfAListGo) {
   // TL001 silences the finding; TL004 ran on this file and found nothing here.
   std::string text = train("  # noqa: TL004, TL001");
