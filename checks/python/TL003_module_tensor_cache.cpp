@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -58,10 +59,10 @@ bool is_in_place(std::string_view method) {
   return method.size() > 1 && method.back() == '_' && method.front() != '_' && !one_of(method, kInPlaceNoValue);
 }
 
-uint64_t node_key(TSNode n, int fn) {
-  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 12) ^
-         (uint64_t{ts_node_symbol(n)} << 4) ^ static_cast<uint64_t>(fn + 1) * 0x9E3779B97F4A7C15ull;
-}
+// A node of a function, exactly: its range and kind, and the function whose
+// inputs it is judged against.
+using NodeKey = std::tuple<int, uint32_t, uint32_t, TSSymbol>;
+NodeKey node_key(TSNode n, int fn) { return {fn, start_byte(n), end_byte(n), ts_node_symbol(n)}; }
 
 // Which values in the methods reachable from forward may carry autograd
 // history: the model's provenance, extended with forward's tensor inputs (a
@@ -87,7 +88,7 @@ class Taint {
     if (is_null(e) || depth > kMaxDepth) return false;
     Provenance p = m_.provenance(e);
     if (p != Provenance::Unknown) return p == Provenance::Attached;
-    uint64_t key = node_key(e, fn);
+    NodeKey key = node_key(e, fn);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     if (!in_progress_.insert(key).second) return false;
     bool t = uncached(e, fn, depth);
@@ -214,8 +215,8 @@ class Taint {
 
   const Model& m_;
   std::unordered_map<int, std::unordered_set<std::string>> inputs_;
-  std::unordered_map<uint64_t, bool> memo_;
-  std::unordered_set<uint64_t> in_progress_;
+  std::map<NodeKey, bool> memo_;
+  std::set<NodeKey> in_progress_;
 };
 
 // A parameter of forward that holds a tensor which may carry history: not

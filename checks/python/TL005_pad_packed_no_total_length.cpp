@@ -31,6 +31,10 @@ constexpr int kMaxInstanceDepth = 8;
 constexpr std::array<std::string_view, 11> kReturnsSelf = {
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "train", "eval", "share_memory", "requires_grad_"};
 
+// Class methods that return a new instance of their class.
+constexpr std::array<std::string_view, 6> kAlternateConstructors = {
+    "from_pretrained", "from_config", "load", "load_from_checkpoint", "build", "create"};
+
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
 bool is_capitalized(std::string_view name) {
@@ -45,7 +49,7 @@ bool is_pack_padded(std::string_view callee) {
   return callee == "torch.nn.utils.rnn.pack_padded_sequence" || callee == "torch.nn.utils.pack_padded_sequence";
 }
 
-enum class Wrapper : uint8_t { None, Constructor, Functional };
+enum class Wrapper : uint8_t { None, Constructor, Functional, Configured };
 
 // DataParallel (class or functional form) and the config's in-house wrappers.
 // DistributedDataParallel is not one: each process runs the whole module on
@@ -57,7 +61,7 @@ Wrapper wrapper_kind(std::string_view callee, const Config& config) {
   if (callee == "torch.nn.parallel.data_parallel" || callee == "torch.nn.parallel.data_parallel.data_parallel")
     return Wrapper::Functional;
   for (const auto& extra : config.extra_data_parallel)
-    if (!callee.empty() && (extra == callee || extra == last_component(callee))) return Wrapper::Constructor;
+    if (!callee.empty() && (extra == callee || extra == last_component(callee))) return Wrapper::Configured;
   return Wrapper::None;
 }
 
@@ -104,6 +108,13 @@ InstanceClass class_of_instance(const Model& m, TSNode expr, int fn, int depth) 
       std::string callee = m.qualify(func);
       if (callee.empty() || starts_with(callee, "torch.")) return {};
       std::string_view leaf = last_component(callee);
+      if (std::find(kAlternateConstructors.begin(), kAlternateConstructors.end(), leaf) !=
+          kAlternateConstructors.end()) {
+        // `Tagger.load_from_checkpoint(path)`: a class method that builds an instance.
+        std::string owner = callee.substr(0, callee.size() - leaf.size() - 1);
+        if (is_capitalized(last_component(owner))) callee = owner;
+        leaf = last_component(callee);
+      }
       if (is_capitalized(leaf)) {
         bool dotted = callee.find('.') != std::string::npos;
         if (!dotted) return {callee, m.find_class(callee) ? "." : ""};
@@ -221,9 +232,17 @@ class PadPackedNoTotalLength final : public Check {
     for (const Call& call : m.calls()) {
       Wrapper kind = wrapper_kind(call.callee, ctx.config());
       if (kind == Wrapper::None) continue;
-      TSNode module = m.keyword_argument(call, "module");
-      if (is_null(module)) module = m.positional_argument(call, 0);
-      InstanceClass cls = class_of_instance(m, module, call.function, 0);
+      // DataParallel(module, ...) and data_parallel(module, ...) take the module
+      // first; an in-house wrapper may take it anywhere: the first argument
+      // that is an instance of a known class.
+      std::vector<TSNode> candidates{m.keyword_argument(call, "module")};
+      uint32_t positions = kind == Wrapper::Configured ? m.positional_count(call) : 1;
+      for (uint32_t i = 0; i < positions; ++i) candidates.push_back(m.positional_argument(call, i));
+      InstanceClass cls;
+      for (TSNode candidate : candidates) {
+        if (!is_null(candidate)) cls = class_of_instance(m, candidate, call.function, 0);
+        if (!cls.name.empty()) break;
+      }
       if (cls.name.empty()) continue;
       ctx.fact("dataparallel-wrap", cls.name, call.node, {std::string(m.text(call.func)), cls.origin});
     }
