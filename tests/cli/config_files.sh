@@ -12,8 +12,8 @@ TXT
   expect_err </dev/null
 }
 
-# `rule path:line` of each finding of the text report.
-findings() { sed -nE 's/^([^ :]+):([0-9]+):[0-9]+: [a-z]+: .* \[(TL[0-9]+) [^]]*\]$/\3 \1:\2/p' <<<"$OUT"; }
+# `rule path:line` of each TL001 finding of the text report (the rule the fixtures are about).
+findings() { sed -nE 's/^([^ :]+):([0-9]+):[0-9]+: [a-z]+: .* \[(TL001) [^]]*\]$/\3 \1:\2/p' <<<"$OUT"; }
 
 write_train proj/train.py
 write_train proj/legacy/train.py
@@ -29,7 +29,7 @@ TL001 proj/train.py:14
 TXT
 
 case_ "the nearest file applies to each directory below it"
-printf '[project]\nname = "proj"\n\n[tool.torchleak]\nselect = ["ALL"]\n' >proj/pyproject.toml
+printf '[project]\nname = "proj"\n\n[tool.torchleak]\nselect = ["TL001", "TL004"]\n' >proj/pyproject.toml
 printf 'ignore = ["accumulate-undetached"]\n' >proj/legacy/torchleak.toml
 tl check proj
 expect_rc 1
@@ -85,7 +85,7 @@ no_problems "1 file"
 
 case_ "per-file-ignores, relative to the configuration's directory"
 rm proj/legacy/torchleak.toml
-printf '[tool.torchleak.per-file-ignores]\n"legacy/*" = ["TL001"]\n' >proj/pyproject.toml
+printf '[tool.torchleak]\nselect = ["TL001", "TL004"]\n\n[tool.torchleak.per-file-ignores]\n"legacy/*" = ["TL001"]\n' >proj/pyproject.toml
 tl check proj
 compare "findings" "$(findings)" <<'TXT'
 TL001 proj/train.py:14

@@ -107,11 +107,11 @@ TXT
 
 case_ "an unused suppression is not reported without the option"
 train_with ".item()  # noqa: TL001"
-tl check train.py
+tl check train.py --select TL001,TL004
 expect_rc 0
 
 case_ "--report-unused-suppressions reports it, with its fix"
-tl check --report-unused-suppressions train.py
+tl check train.py --select TL001,TL004 --report-unused-suppressions
 expect_rc 1
 expect_out <<'TXT'
 train.py:14:40: warning: Unused `noqa` directive (unused: `TL001`) [TL100 unused-suppression]
@@ -121,12 +121,12 @@ train.py:14:40: warning: Unused `noqa` directive (unused: `TL001`) [TL100 unused
 
 Found 1 problem in 1 file (1 file analyzed in N s)
 TXT
-tl check --report-unused-suppressions --format json train.py
+tl check train.py --select TL001,TL004 --report-unused-suppressions --format json
 grep -qF '"title": "Remove the unused `noqa` directive"' <<<"$OUT" || fail "no fix in the JSON report: $OUT"
 
 case_ "only the unused code of a list is reported"
 train_with "  # noqa: TL001, TL004"
-tl check --report-unused-suppressions --quiet train.py
+tl check train.py --select TL001,TL004 --report-unused-suppressions --quiet
 expect_rc 1
 expect_out <<'TXT'
 train.py:14:33: warning: Unused `noqa` directive (unused: `TL004`) [TL100 unused-suppression]
@@ -142,12 +142,12 @@ expect_rc 0
 
 case_ "a bare noqa may be another tool's: never reported"
 train_with ".item()  # noqa"
-tl check --report-unused-suppressions train.py
+tl check train.py --select TL001,TL004 --report-unused-suppressions
 expect_rc 0
 
 case_ "TL100 can be ignored like any rule"
 train_with ".item()  # noqa: TL001"
-tl check train.py --report-unused-suppressions --ignore TL100
+tl check train.py --select TL001,TL004 --report-unused-suppressions --ignore TL100
 expect_rc 0
 
 done_
