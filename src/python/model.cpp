@@ -364,6 +364,7 @@ struct Model::Builder {
     // In a chain a = b = value, the value is the innermost right side.
     while (kind_of(right) == Kind::Assignment) right = field(right, "right");
     bind_targets(left, right, node, BindingKind::Assign);
+    note_frozen(node, left, right);
   }
 
   void on_augmented(TSNode node) {
@@ -463,7 +464,50 @@ struct Model::Builder {
       std::string recv = m.qualify(c.receiver);
       if (!recv.empty()) m.module_evidence_.insert(recv);
     }
+    if (c.method == "requires_grad_" && ts_node_named_child_count(c.args) == 1) {  // model.requires_grad_(False)
+      TSNode flag = ts_node_named_child(c.args, 0);
+      if (kind_of(flag) == Kind::KeywordArgument) flag = field(flag, "value");
+      std::string recv = m.qualify(c.receiver);
+      if (kind_of(flag) == Kind::False && !recv.empty()) m.frozen_modules_.insert(recv);
+    }
+    // `torch.set_grad_enabled(False)` as a statement: off until the end of
+    // the enclosing block, or a later `torch.set_grad_enabled(True)`.
+    TSNode statement = ts_node_parent(node);
+    if ((c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled") &&
+        kind_of(statement) == Kind::ExpressionStatement && ts_node_named_child_count(c.args) == 1) {
+      Kind flag = kind_of(ts_node_named_child(c.args, 0));
+      GradState state = flag == Kind::False ? GradState::Disabled : flag == Kind::True ? GradState::Enabled
+                                                                                    : GradState::Maybe;
+      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), state});
+    }
     m.calls_.push_back(std::move(c));
+  }
+
+  // `p.requires_grad = False` directly in the body of `for p in m.parameters()`
+  // (or `for name, p in m.named_parameters()`) freezes all of `m`; under an
+  // `if` it freezes a part, and `m` stays trainable.
+  void note_frozen(TSNode assignment, TSNode left, TSNode right) {
+    if (kind_of(left) != Kind::Attribute || m.text(field(left, "attribute")) != "requires_grad" ||
+        kind_of(right) != Kind::False)
+      return;
+    int loop = current_loop();
+    if (loop < 0 || m.loops_[loop].kind != LoopKind::For) return;
+    TSNode block = ts_node_parent(ts_node_parent(assignment));
+    if (kind_of(block) != Kind::Block || !ts_node_eq(ts_node_parent(block), m.loops_[loop].node)) return;
+    TSNode iterable = unparenthesize(field(m.loops_[loop].node, "right"));
+    TSNode func = kind_of(iterable) == Kind::Call ? field(iterable, "function") : TSNode{};
+    if (kind_of(func) != Kind::Attribute) return;
+    std::string_view method = m.text(field(func, "attribute"));
+    if (method != "parameters" && method != "named_parameters") return;
+    // The loop variable holding each parameter: `p`, or the second of `name, p`.
+    TSNode target = unparenthesize(field(m.loops_[loop].node, "left"));
+    if (method == "named_parameters") {
+      if (ts_node_named_child_count(target) != 2) return;
+      target = ts_node_named_child(target, 1);
+    }
+    if (m.text(target) != m.text(unparenthesize(field(left, "object")))) return;
+    std::string owner = m.qualify(field(func, "object"));
+    if (!owner.empty()) m.frozen_modules_.insert(owner);
   }
 
   // Every name mentioned in the subject of a backward call counts: in
@@ -1213,12 +1257,16 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
       if (starts_with(callee, "torch.nn.functional.") || callee.rfind('.') == 5) return args_provenance();
     }
   }
+  // A module's output carries history; a frozen module's only what its inputs carry.
+  auto module_output = [&](TSNode module) {
+    return frozen_modules_.count(qualify(module)) ? args_provenance() : Provenance::Attached;
+  };
   if (kind_of(func) == Kind::Attribute) {
     std::string_view method = text(field(func, "attribute"));
     TSNode receiver = field(func, "object");
     if (module_instance_at(receiver, depth + 1)) {
       if (one_of(method, kModuleNonTensorMethods)) return Provenance::Unknown;
-      return Provenance::Attached;
+      return module_output(receiver);
     }
     // self.helper(...) defined in this class: its summary.
     if (kind_of(receiver) == Kind::Identifier && text(receiver) == "self") {
@@ -1228,15 +1276,19 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
         return function_returns(*f, depth + 1);
       }
     }
-    if (module_instance_at(func, depth + 1) || is_loss_function(func)) return Provenance::Attached;
+    if (module_instance_at(func, depth + 1)) return module_output(func);
+    if (is_loss_function(func)) return Provenance::Attached;
     Provenance recv = provenance_at(receiver, depth + 1);
     if (recv == Provenance::Unknown) return Provenance::Unknown;
     return join(recv, args_provenance());
   }
-  if (module_instance_at(func, depth + 1) || is_loss_function(func)) return Provenance::Attached;
+  // A function defined in this file answers with its returns, whatever its
+  // name: `def loss_fn(...): return ....item()` returns a number.
   if (kind_of(func) == Kind::Identifier) {
     if (const Function* f = find_function(text(func))) return function_returns(*f, depth + 1);
   }
+  if (module_instance_at(func, depth + 1)) return module_output(func);
+  if (is_loss_function(func)) return Provenance::Attached;
   return Provenance::Unknown;
 }
 

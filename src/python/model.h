@@ -262,6 +262,10 @@ class Model {
   // Names on which a Module-only method is called (parameters(), ...).
   std::unordered_set<std::string> module_evidence_;
   std::unordered_set<std::string> optimizer_names_;
+  // Modules whose parameters are all frozen (`m.requires_grad_(False)`, or
+  // `for p in m.parameters(): p.requires_grad = False`): a call of one
+  // carries history only from its inputs.
+  std::unordered_set<std::string> frozen_modules_;
 
   mutable std::unordered_map<uint64_t, Provenance> provenance_cache_;
   mutable std::unordered_set<uint64_t> in_progress_;

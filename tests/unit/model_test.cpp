@@ -794,6 +794,76 @@ def run(model, x, criterion, y):
   EXPECT_EQ(p.provenance("b", 1), Provenance::Detached);
 }
 
+TEST(ModelProvenance, LocalFunctionsAnswerBeforeConventionalNames) {
+  Program p(R"(import torch.nn.functional as F
+
+
+def loss_fn(out, y):
+    return F.mse_loss(out, y).item()
+
+
+def run(model, x, y, criterion):
+    a = loss_fn(model(x), y)
+    b = criterion(model(x), y)
+    return a, b
+)");
+  EXPECT_EQ(p.provenance("a", 1), Provenance::Detached);  // named like a loss, returns a number
+  EXPECT_EQ(p.provenance("b", 1), Provenance::Attached);
+}
+
+TEST(ModelProvenance, FrozenModulesPassOnlyTheirInputsHistory) {
+  Program p(R"(import torch
+
+
+def extract(backbone, head, encoder, adapter, loader, criterion):
+    backbone.requires_grad_(False)
+    opt = torch.optim.SGD(head.parameters(), lr=0.1)
+    for p in encoder.parameters():
+        p.requires_grad = False
+    for name, p in adapter.named_parameters():
+        if "bias" not in name:
+            p.requires_grad = False
+    for x, y in loader:
+        a = backbone(x)
+        b = head(a)
+        c = encoder(x)
+        d = adapter(x)
+        e = backbone(head(x))
+        f = backbone.forward(x)
+    return a, b, c, d, e, f
+)");
+  const Model& m = p.model();
+  auto value = [&](std::string_view name) { return m.provenance(p.binding(name, std::string(name) + " = ")->value); };
+  EXPECT_EQ(value("a"), Provenance::Unknown);   // frozen, input from the loader
+  EXPECT_EQ(value("b"), Provenance::Attached);  // `head` trains
+  EXPECT_EQ(value("c"), Provenance::Unknown);   // every parameter frozen
+  EXPECT_EQ(value("d"), Provenance::Attached);  // only some parameters frozen
+  EXPECT_EQ(value("e"), Provenance::Attached);  // a frozen module passes its input's history on
+  EXPECT_EQ(value("f"), Provenance::Unknown);
+}
+
+TEST(ModelGrad, SetGradEnabledAsAStatement) {
+  Program p(R"(import torch
+
+
+def export(model, x):
+    before = model(x)
+    torch.set_grad_enabled(False)
+    during = model(x)
+    torch.set_grad_enabled(True)
+    after = model(x)
+    return before, during, after
+
+
+def other(model, x):
+    return model(x)
+)");
+  EXPECT_EQ(p.grad("before = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("during = model"), GradState::Disabled);
+  EXPECT_EQ(p.grad("after = model"), GradState::Enabled);
+  EXPECT_EQ(p.grad("return model(x)"), GradState::Enabled);  // the block ended with the function
+}
+
 // --------------------------------------------------------------------------
 // Import aliases
 
