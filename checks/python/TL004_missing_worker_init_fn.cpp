@@ -491,6 +491,8 @@ class FunctionReads {
       int function;
     };
     std::vector<Item> work{{f_.body, TSNode{}, TSNode{}, index_}};
+    std::vector<TSNode> children;
+    TSTreeCursor cursor = ts_tree_cursor_new(f_.body);
     while (!work.empty()) {
       Item it = work.back();
       work.pop_back();
@@ -509,9 +511,19 @@ class FunctionReads {
         identifier(n, it.parent, it.function);
         continue;
       }
-      uint32_t count = ts_node_named_child_count(n);
-      for (uint32_t i = count; i-- > 0;) work.push_back({ts_node_named_child(n, i), n, it.parent, it.function});
+      // Children through a cursor: ts_node_named_child(n, i) walks from the
+      // first child, quadratic in a long block.
+      children.clear();
+      ts_tree_cursor_reset(&cursor, n);
+      if (ts_tree_cursor_goto_first_child(&cursor)) {
+        do {
+          TSNode c = ts_tree_cursor_current_node(&cursor);
+          if (ts_node_is_named(c)) children.push_back(c);
+        } while (ts_tree_cursor_goto_next_sibling(&cursor));
+      }
+      for (auto c = children.rbegin(); c != children.rend(); ++c) work.push_back({*c, n, it.parent, it.function});
     }
+    ts_tree_cursor_delete(&cursor);
   }
 
   // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.
