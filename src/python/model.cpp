@@ -1257,6 +1257,12 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
       if (starts_with(callee, "torch.nn.functional.") || callee.rfind('.') == 5) return args_provenance();
     }
   }
+  // `dice_loss(pred, mask)`, `self.compute_loss(out, y)` from elsewhere: a
+  // function named for a loss, given values with history, returns one.
+  auto loss_of_attached = [&]() {
+    std::string_view name = kind_of(func) == Kind::Attribute ? text(field(func, "attribute")) : text(func);
+    return ends_with(name, "_loss") && args_provenance() == Provenance::Attached;
+  };
   // A module's output carries history; a frozen module's only what its inputs carry.
   auto module_output = [&](TSNode module) {
     return frozen_modules_.count(qualify(module)) ? args_provenance() : Provenance::Attached;
@@ -1277,7 +1283,7 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
       }
     }
     if (module_instance_at(func, depth + 1)) return module_output(func);
-    if (is_loss_function(func)) return Provenance::Attached;
+    if (is_loss_function(func) || loss_of_attached()) return Provenance::Attached;
     Provenance recv = provenance_at(receiver, depth + 1);
     if (recv == Provenance::Unknown) return Provenance::Unknown;
     return join(recv, args_provenance());
@@ -1288,7 +1294,7 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
     if (const Function* f = find_function(text(func))) return function_returns(*f, depth + 1);
   }
   if (module_instance_at(func, depth + 1)) return module_output(func);
-  if (is_loss_function(func)) return Provenance::Attached;
+  if (is_loss_function(func) || loss_of_attached()) return Provenance::Attached;
   return Provenance::Unknown;
 }
 
@@ -1401,8 +1407,9 @@ bool Model::is_loss_function(TSNode expr) const {
   if (!b || b->kind != BindingKind::Assign || is_null(b->value)) return false;
   TSNode v = unparenthesize(b->value);
   if (kind_of(v) != Kind::Call) return false;
+  // nn.CrossEntropyLoss(), and any class named for a loss: FocalLoss(), DiceLoss().
   std::string callee = qualify(field(v, "function"));
-  return starts_with(callee, "torch.nn.") && ends_with(callee, "Loss");
+  return ends_with(last_component(callee), "Loss");
 }
 
 bool Model::is_optimizer(TSNode expr) const {

@@ -811,6 +811,30 @@ def run(model, x, y, criterion):
   EXPECT_EQ(p.provenance("b", 1), Provenance::Attached);
 }
 
+TEST(ModelProvenance, LossesFromOtherModules) {
+  Program p(R"(from losses import FocalLoss, dice_loss
+
+
+class Trainer(Base):
+    def step(self, model, x, y):
+        focal = FocalLoss(gamma=2.0)
+        a = focal(model(x), y)
+        b = dice_loss(model(x), y)
+        c = dice_loss(x, y)
+        d = self.compute_loss(model(x), y)
+        e = self.compute_metric(model(x), y)
+        return a, b, c, d, e
+)");
+  const Model& m = p.model();
+  auto value = [&](std::string_view name) { return m.provenance(p.binding(name, std::string(name) + " = ")->value); };
+  EXPECT_EQ(value("a"), Provenance::Attached);
+  EXPECT_EQ(value("b"), Provenance::Attached);
+  EXPECT_EQ(value("c"), Provenance::Unknown);  // named for a loss, but nothing with history goes in
+  EXPECT_EQ(value("d"), Provenance::Attached);
+  EXPECT_EQ(value("e"), Provenance::Unknown);
+  EXPECT_TRUE(m.is_loss_function(p.node("focal", 1)));
+}
+
 TEST(ModelProvenance, FrozenModulesPassOnlyTheirInputsHistory) {
   Program p(R"(import torch
 
