@@ -9,7 +9,7 @@ preset="${1:-release}"
 packages=(
   build-essential cmake ninja-build pkg-config git nodejs npm
   libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-  libgit2-dev libxxhash-dev libgtest-dev libdtl-dev
+  libgit2-dev libxxhash-dev libgtest-dev libdtl-dev jq
 )
 # Extra packages a caller asks for (the test set-up adds the ones tests use).
 if [ -n "${TORCHLEAK_EXTRA_PACKAGES:-}" ]; then
