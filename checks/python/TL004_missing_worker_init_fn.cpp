@@ -45,6 +45,8 @@ namespace {
 
 constexpr char kSep = '\x1f';  // separates the fields of a fact value
 
+// rng-class values: def<method> for each method, bound<attr> for each
+// attribute assigned in a method, attr<attr><ValueRef> for what it holds.
 constexpr std::string_view kClassFact = "rng-class";        // key: class name
 constexpr std::string_view kMethodFact = "rng-method";      // key: "Class.method"
 constexpr std::string_view kFunctionFact = "rng-function";  // key: module-level function name
@@ -186,6 +188,7 @@ class FileIndex {
     const auto& fns = m.functions();
     root_.resize(fns.size());
     locals_.resize(fns.size());
+    globals_.resize(fns.size());
     by_root_bindings_.resize(fns.size());
     by_root_calls_.resize(fns.size());
     for (size_t i = 0; i < fns.size(); ++i) {
@@ -206,7 +209,7 @@ class FileIndex {
       int cls = functions_with_classes.count(b.function) ? class_body_of(b.start, b.function) : -1;
       if (cls >= 0) class_body_bindings_[cls].push_back(&b);
       if (b.function >= 0) {
-        if (b.kind != BindingKind::Global) locals_[b.function].insert(b.name);
+        (b.kind == BindingKind::Global ? globals_ : locals_)[b.function].insert(b.name);
         by_root_bindings_[root_[b.function]].push_back(&b);
         continue;
       }
@@ -228,9 +231,13 @@ class FileIndex {
     return it == module_names_.end() ? nullptr : it->second;
   }
   bool is_module_function(std::string_view name) const { return module_functions_.count(std::string(name)) > 0; }
-  // Whether `function` itself binds `name` (a local, a parameter, an import).
+  // Whether `function` itself binds `name` (a local, a parameter, an import),
+  // other than through `global name`.
   bool binds(int function, std::string_view name) const {
-    return function >= 0 && locals_[function].count(std::string(name)) > 0;
+    return function >= 0 && locals_[function].count(std::string(name)) > 0 && !declares_global(function, name);
+  }
+  bool declares_global(int function, std::string_view name) const {
+    return function >= 0 && globals_[function].count(std::string(name)) > 0;
   }
   // Bindings and calls of a method or module-level function and the
   // functions nested in it.
@@ -264,6 +271,7 @@ class FileIndex {
   const Model& m_;
   std::vector<int> root_;
   std::vector<std::unordered_set<std::string>> locals_;
+  std::vector<std::unordered_set<std::string>> globals_;
   std::vector<std::vector<const Binding*>> by_root_bindings_;
   std::vector<std::vector<const Call*>> by_root_calls_;
   std::unordered_map<uint32_t, int> function_at_start_;
@@ -414,6 +422,8 @@ class ValueCollector {
 // What one method or module-level function reads, as fact values:
 //   self<attr><method called on it, or "">   a read of self.<attr>
 //   reseed<attr>                             self.<attr> re-created or re-seeded here
+//   reseedglobal<name>                       a module-level name of this file re-created
+//                                            (`global name; name = ...`) or re-seeded here
 //   callself<method>  super<method>          self.m(...), super().m(...)
 //   ref<qualified>                           a module-level or imported name
 //   numpy<line><text>                        a draw from numpy's global RNG
@@ -450,6 +460,8 @@ class FunctionReads {
       if (kind_of(target) == Kind::Attribute) targets_.insert(start_byte(target));
       std::string attr = self_attribute(b.name);
       if (!attr.empty()) add(encode({"reseed", attr}));
+      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name))
+        add(encode({"reseedglobal", b.name}));
     }
   }
 
@@ -465,6 +477,9 @@ class FunctionReads {
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
           std::string attr = self_attribute(m_.qualify(recv));
           if (!attr.empty() && m_.qualify(recv) == self_ + "." + attr) add(encode({"reseed", attr}));
+          if (kind_of(recv) == Kind::Identifier && !bound_locally(m_.text(recv), c.function) &&
+              file_.module_binding(m_.text(recv)))
+            add(encode({"reseedglobal", std::string(m_.text(recv))}));
         }
       }
       if (starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
@@ -667,6 +682,10 @@ class Resolver {
     const Fact* cls = find(kClassFact, d.qualified, site_);
     if (!cls) return;
     object(cls, kDatasetEntries, "info.dataset" + d.path, &d.args, "");
+    // A module-level generator that a worker re-creates or re-seeds itself.
+    std::erase_if(candidates, [&](const Candidate& c) {
+      return c.holder.empty() && reseeded_globals_.count(encode({c.file, c.attr}));
+    });
   }
 
  private:
@@ -702,6 +721,8 @@ class Resolver {
             used[parts[1]].push_back(parts[2]);
           } else if (tag == "reseed" && parts.size() == 2) {
             reseeded.insert(parts[1]);
+          } else if (tag == "reseedglobal" && parts.size() == 2) {
+            reseeded_globals_.insert(encode({w.fact->file, parts[1]}));
           } else if (tag == "callself" && parts.size() == 2 && w.def_class) {
             push_method(defining(cls, parts[1]), parts[1]);
           } else if (tag == "super" && parts.size() == 2 && w.def_class) {
@@ -720,11 +741,20 @@ class Resolver {
       }
       work.clear();
     };
-    drain();
+    // Every method a worker reaches, also those passed on as callbacks
+    // (`map(self.augment, xs)`: a read of `self.augment` that no method assigns).
+    for (size_t seen = 0; true;) {
+      drain();
+      if (seen == used_order.size()) break;
+      for (; seen < used_order.size(); ++seen)
+        if (!attribute(cls, used_order[seen]).first) push_method(defining(cls, used_order[seen]), used_order[seen]);
+    }
+    // Then what the attributes they read hold.
     for (const auto& attr : used_order) {
       if (reseeded.count(attr)) continue;
       const std::vector<std::string>& methods = used[attr];
       auto [holder, refs] = attribute(cls, attr);
+      if (!holder) continue;
       for (const ValueRef& r : refs) {
         std::string attr_path = path.empty() ? "" : path + "." + attr;
         // Constructor arguments match the parameters of the class that was
@@ -831,27 +861,32 @@ class Resolver {
   }
 
   // What `attr` holds on an object of class `cls`: the bindings of the first
-  // class in its hierarchy that assigns it.
+  // class in its hierarchy that assigns it (null when none does).
   std::pair<const Fact*, std::vector<ValueRef>> attribute(const Fact* cls, const std::string& attr,
                                                           int depth = 0) const {
-    if (!cls || depth > 16) return {cls, {}};
+    if (!cls || depth > 16) return {nullptr, {}};
     std::vector<ValueRef> refs;
+    bool bound = false;
     for (const auto& v : cls->values) {
       auto parts = split(v);
-      if (parts.size() < 3 || parts[0] != "attr" || parts[1] != attr) continue;
+      if (parts.size() < 2 || parts[1] != attr) continue;
+      if (parts[0] == "bound") bound = true;
+      if (parts[0] != "attr") continue;
+      bound = true;
       if (auto r = ValueRef::decode(parts, 2)) refs.push_back(*r);
     }
-    if (!refs.empty()) return {cls, refs};
+    if (bound) return {cls, refs};
     for (const Fact* base : bases(cls)) {
       auto found = attribute(base, attr, depth + 1);
-      if (!found.second.empty()) return found;
+      if (found.first) return found;
     }
-    return {cls, {}};
+    return {nullptr, {}};
   }
 
   const ProjectIndex& index_;
   std::string site_;
   std::set<const Fact*> active_;
+  std::set<std::string> reseeded_globals_;  // file and name
   int objects_ = 0;
   int references_ = 0;
 };
@@ -958,6 +993,7 @@ class MissingWorkerInitFn final : public Check {
   static void collect_class(CheckContext& ctx, const Model& m, const FileIndex& file, int ci) {
     const Class& c = m.classes()[ci];
     std::vector<std::string> values;
+    std::set<std::string> bound;
     const Function* init = m.find_method(ci, "__init__");
     if (init && init->cls != ci) init = nullptr;
     for (int mi : c.methods) {
@@ -977,6 +1013,7 @@ class MissingWorkerInitFn final : public Check {
         if (attr.find('.') != std::string::npos) continue;
         std::vector<ValueRef> refs;
         collector.collect(b.value, "", refs);
+        if (bound.insert(attr).second) values.push_back(encode({"bound", attr}));
         for (const auto& ref : refs) values.push_back(encode({"attr", attr}) + kSep + ref.encoded());
       }
     }
