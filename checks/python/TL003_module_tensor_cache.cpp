@@ -27,6 +27,10 @@ constexpr std::array<std::string_view, 5> kFreshTensorMethods = {"new_zeros", "n
                                                                  "new_full", "new_tensor"};
 // In-place methods that never write a value into the receiver.
 constexpr std::array<std::string_view, 3> kInPlaceNoValue = {"requires_grad_", "detach_", "share_memory_"};
+// Tensor methods whose arguments give only a dtype, a device or a shape: the
+// result carries the receiver's history, not the arguments'.
+constexpr std::array<std::string_view, 5> kMetadataFromArguments = {"to", "type_as", "view_as", "reshape_as",
+                                                                    "expand_as"};
 // Builtins that return one of their tensor arguments (or a sum of them).
 constexpr std::array<std::string_view, 4> kPassThroughBuiltins = {"sum", "max", "min", "abs"};
 
@@ -86,6 +90,12 @@ class Taint {
   bool at(TSNode e, int fn, int depth) {
     e = unparenthesize(e);
     if (is_null(e) || depth > kMaxDepth) return false;
+    if (kind_of(e) == Kind::Call) {
+      // `buf.to(x)`, `buf.type_as(x)`: x only lends its dtype, device or shape.
+      TSNode func = unparenthesize(field(e, "function"));
+      if (kind_of(func) == Kind::Attribute && one_of(m_.text(field(func, "attribute")), kMetadataFromArguments))
+        return at(field(func, "object"), fn, depth + 1);
+    }
     Provenance p = m_.provenance(e);
     if (p != Provenance::Unknown) return p == Provenance::Attached;
     NodeKey key = node_key(e, fn);
@@ -392,6 +402,9 @@ class ModuleTensorCache final : public Check {
       if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign && b.kind != BindingKind::SubscriptStore)
         continue;
       if (meant_for_backward(b.name) || loop_accumulation(m, b)) continue;
+      // Read by a backward() in a method of the class (a GAN's `self.fake` for `backward_G`): the
+      // graph is consumed and freed by the step it belongs to.
+      if (m.feeds_backward(b.name, fn)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
       if (is_null(v) || !taint.of(v, fn)) continue;
