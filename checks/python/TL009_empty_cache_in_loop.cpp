@@ -1,0 +1,75 @@
+// TL009 empty-cache-in-loop: torch.cuda.empty_cache() on every iteration of
+// a loop over batches.
+#include <fmt/format.h>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+class EmptyCacheInLoop final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (const Call& c : m.calls()) {
+      if (c.callee != "torch.cuda.empty_cache" && c.callee != "torch.cuda.memory.empty_cache") continue;
+      if (c.loop < 0) continue;
+      int loop = every_iteration_loop(m, c);
+      if (loop < 0) continue;
+      Diagnostic d = ctx.diagnostic(
+          c.node, "`torch.cuda.empty_cache()` runs on every iteration: it frees no tensor that is still "
+                  "referenced, and makes the caching allocator return memory and ask for it again each step");
+      d.help = "remove it, or make it periodic (`if step % 1000 == 0:`); a leak is a live reference, not cache";
+      ctx.report(std::move(d));
+    }
+  }
+
+ private:
+  // The innermost loop over batches that runs the call unconditionally on
+  // each of its iterations, or -1.
+  static int every_iteration_loop(const Model& m, const Call& c) {
+    for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
+      if (conditional_between(c.node, m.loops()[loop].node)) return -1;
+      if (m.is_step_loop(loop)) return batch_level(m, loop) ? loop : -1;
+    }
+    return -1;
+  }
+
+  // A loop runs once per batch when it is a step loop and no loop nested in
+  // it is one: an epoch loop around the loader loop runs once per epoch.
+  static bool batch_level(const Model& m, int loop) {
+    const Loop& l = m.loops()[loop];
+    for (size_t i = static_cast<size_t>(loop) + 1; i < m.loops().size(); ++i) {
+      const Loop& inner = m.loops()[i];
+      if (start_byte(inner.node) >= end_byte(l.node)) break;
+      if (inner.function == l.function && m.is_step_loop(static_cast<int>(i))) return false;
+    }
+    return true;
+  }
+
+  // Whether an if/elif/else, an except clause, a conditional expression or
+  // a boolean short-circuit stands between `node` and `ancestor`.
+  static bool conditional_between(TSNode node, TSNode ancestor) {
+    for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, ancestor); n = ts_node_parent(n)) {
+      switch (kind_of(n)) {
+        case Kind::IfStatement:
+        case Kind::ElifClause:
+        case Kind::ElseClause:
+        case Kind::ConditionalExpression:
+        case Kind::BooleanOperator:
+        case Kind::Lambda:
+        case Kind::FunctionDefinition: return true;
+        default: break;
+      }
+      if (std::string_view(ts_node_type(n)) == "except_clause") return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(EmptyCacheInLoop, "TL009")
+
+}  // namespace torchleak::python

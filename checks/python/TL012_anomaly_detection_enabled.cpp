@@ -1,0 +1,105 @@
+// TL012 anomaly-detection-enabled: set_detect_anomaly(True) left on, or a
+// detect_anomaly() block around a loop over batches.
+#include <filesystem>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+bool is_test_file(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string name = p.filename().string();
+  if (name == "conftest.py" || name.rfind("test_", 0) == 0 ||
+      (name.size() > 8 && name.compare(name.size() - 8, 8, "_test.py") == 0))
+    return true;
+  for (const auto& part : p.parent_path())
+    if (part == "tests" || part == "test") return true;
+  return false;
+}
+
+// A condition in the same function: a debug flag. `if __name__ == "__main__":`
+// is no guard, it is how a script runs.
+bool under_condition(const Model& m, TSNode node) {
+  for (TSNode n = ts_node_parent(node); !is_null(n); n = ts_node_parent(n)) {
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition) return false;
+    if (k == Kind::IfStatement && m.text(field(n, "condition")).find("__name__") != std::string_view::npos)
+      continue;
+    if (k == Kind::IfStatement || k == Kind::ElifClause || k == Kind::ElseClause ||
+        k == Kind::ConditionalExpression || k == Kind::BooleanOperator)
+      return true;
+  }
+  return false;
+}
+
+class AnomalyDetectionEnabled final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    if (is_test_file(ctx.path())) return;
+    const Model& m = ctx.model();
+    for (const Call& c : m.calls()) {
+      bool setter = c.callee == "torch.autograd.set_detect_anomaly" ||
+                    c.callee == "torch.autograd.anomaly_mode.set_detect_anomaly";
+      bool context = c.callee == "torch.autograd.detect_anomaly" ||
+                     c.callee == "torch.autograd.anomaly_mode.detect_anomaly";
+      if (!setter && !context) continue;
+      if (setter) {
+        TSNode mode = m.positional_argument(c, 0);
+        if (is_null(mode)) mode = m.keyword_argument(c, "mode");
+        if (kind_of(mode) != Kind::True) continue;
+      }
+      TSNode with_stmt = enclosing_with(c.node);
+      if (context && is_null(with_stmt)) continue;  // detect_anomaly() outside `with` does nothing
+      if (under_condition(m, c.node) || in_debug_function(m, c)) continue;
+      if (!is_null(with_stmt)) {
+        if (!contains_step_loop(m, with_stmt)) continue;
+      }
+      Diagnostic d = ctx.diagnostic(
+          c.node, !is_null(with_stmt)
+                      ? "anomaly detection is on for a whole training loop: autograd keeps a traceback for "
+                        "every graph node and checks every backward result, which slows training several times over"
+                      : "`set_detect_anomaly(True)` turns anomaly detection on for the rest of the run: autograd "
+                        "keeps a traceback for every graph node and checks every backward result, which slows "
+                        "training several times over");
+      d.help = "enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`";
+      ctx.report(std::move(d));
+    }
+  }
+
+ private:
+  // The with statement whose item is this call, if any.
+  static TSNode enclosing_with(TSNode call) {
+    TSNode n = ts_node_parent(call);
+    if (kind_of(n) == Kind::AsPattern) n = ts_node_parent(n);
+    if (kind_of(n) != Kind::WithItem) return TSNode{};
+    for (TSNode p = ts_node_parent(n); !is_null(p); p = ts_node_parent(p))
+      if (kind_of(p) == Kind::WithStatement) return p;
+    return TSNode{};
+  }
+
+  static bool contains_step_loop(const Model& m, TSNode with_stmt) {
+    for (size_t i = 0; i < m.loops().size(); ++i) {
+      TSNode loop = m.loops()[i].node;
+      if (start_byte(loop) >= start_byte(with_stmt) && end_byte(loop) <= end_byte(with_stmt) &&
+          m.is_step_loop(static_cast<int>(i)))
+        return true;
+    }
+    return false;
+  }
+
+  static bool in_debug_function(const Model& m, const Call& c) {
+    for (int f = c.function; f >= 0; f = m.functions()[f].parent) {
+      const std::string& name = m.functions()[f].name;
+      if (name.find("debug") != std::string::npos || name.rfind("test", 0) == 0) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(AnomalyDetectionEnabled, "TL012")
+
+}  // namespace torchleak::python
