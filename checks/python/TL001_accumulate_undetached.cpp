@@ -71,18 +71,18 @@ class AccumulateUndetached final : public Check {
         b.statement,
         fmt::format("`{}` accumulates `{}` with its autograd graph, keeping every iteration's graph alive",
                     accumulator, value));
-    Kind k = kind_of(added);
-    bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
-                   k == Kind::ParenthesizedExpression;
-    std::string shown = primary ? value : "(" + value + ")";
     // A loss is a scalar: `.item()` is the idiom. The fix itself uses
     // `.detach()`, which keeps the accumulator's type and device: `.item()`
     // would turn a tensor total into a float and fail on a non-scalar.
-    d.help = looks_like_loss(m, added) ? fmt::format("accumulate `{0}.item()` (a Python number) or `{0}.detach()`", shown)
-                  : fmt::format("accumulate `{}.detach()`", shown);
-    d.fix = Fix{fmt::format("Replace `{}` with `{}.detach()`", value, shown),
+    TSNode part = attached_operand(m, added);
+    std::string detached = code_snippet(with_suffix(m, added, part, ".detach()"), 60);
+    d.help = looks_like_loss(m, part)
+                 ? fmt::format("accumulate `{}` (a Python number) or `{}`",
+                               code_snippet(with_suffix(m, added, part, ".item()"), 60), detached)
+                 : fmt::format("accumulate `{}`", detached);
+    d.fix = Fix{fmt::format("Detach `{}` before accumulating it", code_snippet(m, part)),
                 private_to_function(m, b) ? FixSafety::Safe : FixSafety::Unsafe,
-                append_call_edits(m, added, ".detach()")};
+                append_call_edits(m, part, ".detach()")};
     ctx.report(std::move(d));
   }
 

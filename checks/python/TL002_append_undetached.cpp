@@ -221,6 +221,26 @@ class AppendUndetached final : public Check {
     }
   }
 
+  static bool holds_list(const Model& m, TSNode leaf) {
+    return kind_of(leaf) == Kind::Identifier &&
+           m.holds_list(m.text(leaf), start_byte(leaf), m.function_at(start_byte(leaf)));
+  }
+
+  // `.item()` for a loss, `.detach().cpu()` for anything else (model outputs
+  // kept to the end of an epoch), element by element for a list.
+  static std::string help_for(const Model& m, TSNode value) {
+    if (holds_list(m, value)) {
+      std::string name(m.text(value));
+      return looks_like_loss(m, value) ? fmt::format("store `[t.item() for t in {}]`", name)
+                                       : fmt::format("store `[t.detach() for t in {}]`", name);
+    }
+    TSNode part = attached_operand(m, value);
+    auto with = [&](std::string_view suffix) { return code_snippet(with_suffix(m, value, part, suffix), 60); };
+    if (looks_like_loss(m, part))
+      return fmt::format("store `{}` (a Python number) or `{}`", with(".item()"), with(".detach()"));
+    return fmt::format("store `{}`, or `{}` to release GPU memory", with(".detach()"), with(".detach().cpu()"));
+  }
+
   static void report(CheckContext& ctx, const Store& s, const std::vector<TSNode>& leaves) {
     const Model& m = ctx.model();
     TSNode first = leaves.front();
@@ -228,27 +248,20 @@ class AppendUndetached final : public Check {
     Diagnostic d = ctx.diagnostic(
         first, fmt::format("`{}` stores `{}` with its autograd graph, keeping every iteration's graph alive",
                            code_snippet(m, s.container_node), value));
-    Kind k = kind_of(first);
-    bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
-                   k == Kind::ParenthesizedExpression;
-    std::string shown = primary ? value : "(" + value + ")";
-    d.help = looks_like_loss(m, first)
-                 ? fmt::format("store `{0}.item()` (a Python number) or `{0}.detach()`", shown)
-                 : fmt::format("store `{0}.detach()`, or `{0}.detach().cpu()` to release GPU memory", shown);
+    d.help = help_for(m, first);
     // `.detach()` keeps values, dtype and device, but a reader the check
     // cannot see (another method, a caller, another file) may differentiate
     // through the stored tensors: the fix is unsafe. A name holding a list has
     // no `.detach()`: no fix then.
     std::vector<Edit> edits;
     for (TSNode leaf : leaves) {
-      if (kind_of(leaf) == Kind::Identifier &&
-          m.holds_list(m.text(leaf), start_byte(leaf), m.function_at(start_byte(leaf))))
-        continue;
-      for (Edit& e : append_call_edits(m, leaf, ".detach()")) edits.push_back(std::move(e));
+      if (holds_list(m, leaf)) continue;
+      for (Edit& e : append_call_edits(m, attached_operand(m, leaf), ".detach()")) edits.push_back(std::move(e));
     }
     if (!edits.empty()) {
-      std::string title = leaves.size() == 1 ? fmt::format("Replace `{}` with `{}.detach()`", value, shown)
-                                             : std::string("Detach the stored values");
+      std::string title = leaves.size() == 1
+                              ? fmt::format("Detach `{}` before storing it", code_snippet(m, attached_operand(m, first)))
+                              : std::string("Detach the stored values");
       d.fix = Fix{std::move(title), FixSafety::Unsafe, std::move(edits)};
     }
     ctx.report(std::move(d));

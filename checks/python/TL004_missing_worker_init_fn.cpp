@@ -46,7 +46,8 @@ namespace {
 constexpr char kSep = '\x1f';  // separates the fields of a fact value
 
 // rng-class values: def<method> for each method, bound<attr> for each
-// attribute assigned in a method, attr<attr><ValueRef> for what it holds.
+// attribute assigned in a method, attr<attr><ValueRef> for what it holds,
+// default<parameter><ValueRef> for what __init__'s defaults hold.
 constexpr std::string_view kClassFact = "rng-class";        // key: class name
 constexpr std::string_view kMethodFact = "rng-method";      // key: "Class.method"
 constexpr std::string_view kFunctionFact = "rng-function";  // key: module-level function name
@@ -142,6 +143,17 @@ std::vector<std::string> split(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> split_list(std::string_view s) {
+  std::vector<std::string> out;
+  while (!s.empty()) {
+    size_t comma = s.find(',');
+    out.emplace_back(s.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    s.remove_prefix(comma + 1);
+  }
+  return out;
+}
+
 // One line of source, for messages: the text of `n` if it fits on a line.
 std::string one_line(const Model& m, TSNode n) {
   std::string_view t = m.text(n);
@@ -158,7 +170,8 @@ struct ValueRef {
   char kind = 0;  // 'G' generator, 'C' object of a class, 'R' name, 'P' parameter
   // G: generator kind, display text, line, constructor text, where created,
   //    path from the holder ("" the value itself, "?" somewhere inside it)
-  // C: qualified class, path from the holder ("" the value itself, "?" unknown)
+  // C: qualified class, path from the holder ("" the value itself, "?" unknown),
+  //    the arguments given ("#0,#1,name"; "*" when a splat hides them)
   // R: qualified name
   // P: parameter name, index (without self), "1" when the value is the parameter itself
   std::array<std::string, 6> f;
@@ -356,7 +369,7 @@ class ValueCollector {
     TSNode args = field(expr, "arguments");
     uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
     if (!callee.empty() && capitalized(callee)) {
-      out.push_back({'C', {callee, path}});
+      out.push_back({'C', {callee, path, argument_keys(args)}});
       // Compose([A(), B()]) keeps its transforms in `.transforms`.
       bool compose = last_component(callee) == "Compose";
       for (uint32_t i = 0; i < n; ++i) {
@@ -379,6 +392,22 @@ class ValueCollector {
       if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
       collect(a, "?", out, depth + 1);
     }
+  }
+
+  // The arguments a call gives, as "#0,#1,name", or "*" when a splat hides them.
+  std::string argument_keys(TSNode args) const {
+    std::string keys;
+    uint32_t position = 0;
+    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = ts_node_named_child(args, i);
+      Kind k = kind_of(a);
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return "*";
+      if (k == Kind::Comment) continue;
+      if (!keys.empty()) keys += ',';
+      keys += k == Kind::KeywordArgument ? std::string(m_.text(field(a, "name"))) : "#" + std::to_string(position++);
+    }
+    return keys;
   }
 
   void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
@@ -605,10 +634,14 @@ class FunctionReads {
 // The second phase: from a dataset class to the generators its workers draw
 // from.
 
+// Constructor arguments: "#0", "#1", ... by position, and keyword names.
+using Args = std::map<std::string, std::vector<ValueRef>>;
+
 struct SiteDataset {
   std::string qualified;  // the class, as named at the DataLoader's file
   std::string path;       // from `info.dataset` to it: "", ".dataset", ".datasets[1]"
-  std::map<std::string, std::vector<ValueRef>> args;  // "#0", "#1", keyword names
+  Args args;
+  bool args_known = true;  // false when a splat hides some
 };
 
 struct Candidate {
@@ -681,7 +714,7 @@ class Resolver {
   void dataset(const SiteDataset& d) {
     const Fact* cls = find(kClassFact, d.qualified, site_);
     if (!cls) return;
-    object(cls, kDatasetEntries, "info.dataset" + d.path, &d.args, "");
+    object(cls, kDatasetEntries, "info.dataset" + d.path, d.args_known ? &d.args : nullptr, "");
     // A module-level generator that a worker re-creates or re-seeds itself.
     std::erase_if(candidates, [&](const Candidate& c) {
       return c.holder.empty() && reseeded_globals_.count(encode({c.file, c.attr}));
@@ -697,7 +730,7 @@ class Resolver {
   // A worker calls `entries` on an object of class `cls`; `path` is how a
   // worker_init_fn reaches that object ("" when unknown).
   void object(const Fact* cls, const std::vector<std::string>& entries, const std::string& path,
-              const std::map<std::string, std::vector<ValueRef>>* args, const std::string& via) {
+              const Args* args, const std::string& via) {
     if (!cls || ++objects_ > 64 || !active_.insert(cls).second) return;
     std::vector<Work> work;
     std::set<const Fact*> visited;
@@ -759,7 +792,7 @@ class Resolver {
         std::string attr_path = path.empty() ? "" : path + "." + attr;
         // Constructor arguments match the parameters of the class that was
         // constructed by position, and an inherited __init__'s by name.
-        value(r, holder->file, attr_path, methods, args, holder == cls, cls->key, attr, via, work, visited);
+        value(r, holder, holder->file, attr_path, methods, args, holder == cls, cls->key, attr, via, work, visited);
       }
     }
     drain();
@@ -767,8 +800,10 @@ class Resolver {
   }
 
   // A value held in `attr` (or a module-level variable), read by a worker.
-  void value(const ValueRef& r, const std::string& file, const std::string& path,
-             const std::vector<std::string>& methods, const std::map<std::string, std::vector<ValueRef>>* args,
+  // `defined_in` is the class whose attribute binding gave `r`, if any: its
+  // __init__'s parameter defaults apply when the argument was not passed.
+  void value(const ValueRef& r, const Fact* defined_in, const std::string& file, const std::string& path,
+             const std::vector<std::string>& methods, const Args* args,
              bool by_position, const std::string& holder,
              const std::string& attr, const std::string& via, std::vector<Work>& work,
              std::set<const Fact*>& visited) {
@@ -799,20 +834,37 @@ class Resolver {
         if (entries.empty() || std::find(methods.begin(), methods.end(), "") != methods.end())
           entries.insert(entries.end(), kCallableEntries.begin(), kCallableEntries.end());
         std::string sub = path.empty() || r.f[1] == "?" ? "" : path + r.f[1];
-        object(find(kClassFact, r.f[0], file), entries, sub, nullptr, std::string(last_component(r.f[0])));
+        // Which arguments were given (their values were collected as refs
+        // of their own): the parameters not given hold their defaults.
+        std::optional<Args> given;
+        if (r.f[2] != "*") {
+          given.emplace();
+          for (const auto& key : split_list(r.f[2])) (*given)[key];
+        }
+        object(find(kClassFact, r.f[0], file), entries, sub, given ? &*given : nullptr,
+               std::string(last_component(r.f[0])));
         return;
       }
       case 'R':
         reference(r.f[0], file, work, visited, via);
         return;
       case 'P': {
-        if (!args) return;
+        if (!args) return;  // the constructor call is not known
+        std::string sub = r.f[2] == "1" ? path : "";
         auto given = args->find(r.f[0]);
         if (given == args->end() && by_position) given = args->find("#" + r.f[1]);
-        if (given == args->end()) return;
-        for (const ValueRef& g : given->second) {
-          std::string sub = r.f[2] == "1" ? path : "";
-          value(g, site_, sub, methods, nullptr, false, holder, attr, via, work, visited);
+        if (given != args->end()) {
+          for (const ValueRef& g : given->second)
+            value(g, nullptr, site_, sub, methods, nullptr, false, holder, attr, via, work, visited);
+          return;
+        }
+        // Not passed: the default, evaluated once when `def __init__` ran.
+        if (!defined_in) return;
+        for (const auto& v : defined_in->values) {
+          auto parts = split(v);
+          if (parts.size() < 3 || parts[0] != "default" || parts[1] != r.f[0]) continue;
+          if (auto d = ValueRef::decode(parts, 2))
+            value(*d, nullptr, defined_in->file, sub, methods, nullptr, false, holder, attr, via, work, visited);
         }
         return;
       }
@@ -834,7 +886,7 @@ class Resolver {
     for (const auto& v : g->values) {
       auto ref = ValueRef::decode(split(v), 0);
       if (!ref) continue;
-      value(*ref, g->file, path, {""}, nullptr, false, "", g->key, via, work, visited);
+      value(*ref, nullptr, g->file, path, {""}, nullptr, false, "", g->key, via, work, visited);
     }
   }
 
@@ -1017,6 +1069,17 @@ class MissingWorkerInitFn final : public Check {
         for (const auto& ref : refs) values.push_back(encode({"attr", attr}) + kSep + ref.encoded());
       }
     }
+    // Defaults of __init__'s parameters: evaluated once, when the class is defined.
+    if (init) {
+      ValueCollector defaults(m, file, nullptr);
+      int init_index = static_cast<int>(init - m.functions().data());
+      for (const Binding* b : file.bindings_of_root(init_index)) {
+        if (b->kind != BindingKind::Parameter || b->function != init_index || is_null(b->value)) continue;
+        std::vector<ValueRef> refs;
+        defaults.collect(b->value, "", refs);
+        for (const auto& ref : refs) values.push_back(encode({"default", b->name}) + kSep + ref.encoded());
+      }
+    }
     // Class attributes: `rng = np.random.default_rng(0)` in the class body.
     ValueCollector collector(m, file, nullptr);
     for (const Binding* bp : file.class_body_bindings(ci)) {
@@ -1089,14 +1152,17 @@ class MissingWorkerInitFn final : public Check {
           return;
         }
         if (callee.empty() || !capitalized(callee) || !generator_kind(callee).empty()) return;
-        SiteDataset d{callee, path, {}};
+        SiteDataset d{callee, path, {}, true};
         ValueCollector values(m, file, nullptr);
         uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
         uint32_t position = 0;
         for (uint32_t i = 0; i < n; ++i) {
           TSNode a = ts_node_named_child(call.args, i);
           Kind k = kind_of(a);
-          if (k == Kind::ListSplat || k == Kind::DictionarySplat) break;  // later positions unknown
+          if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+            d.args_known = false;  // any parameter may be among them
+            break;
+          }
           if (k == Kind::Comment) continue;
           std::string key = k == Kind::KeywordArgument ? std::string(m.text(field(a, "name")))
                                                        : "#" + std::to_string(position++);

@@ -80,11 +80,17 @@ inline bool survives_step(const Model& m, std::string_view name, int loop) {
 
 // Whether an attached value is a loss, for which `.item()` is the idiom: its
 // text names a loss, or it is a call to a loss function or criterion.
-inline bool looks_like_loss(const Model& m, TSNode value) {
+// A name is followed to its assignment: `kl = F.kl_div(...)`.
+inline bool looks_like_loss(const Model& m, TSNode value, int depth = 0) {
   value = unparenthesize(value);
+  if (depth > 4) return false;
   if (m.text(value).find("loss") != std::string_view::npos) return true;
   if (kind_of(value) == Kind::BinaryOperator)  // `criterion(out, y) * 0.5`
-    return looks_like_loss(m, field(value, "left")) || looks_like_loss(m, field(value, "right"));
+    return looks_like_loss(m, field(value, "left"), depth + 1) || looks_like_loss(m, field(value, "right"), depth + 1);
+  if (kind_of(value) == Kind::Identifier) {
+    const Binding* b = m.reaching(m.text(value), start_byte(value), m.function_at(start_byte(value)));
+    return b && b->kind == BindingKind::Assign && b->element < 0 && looks_like_loss(m, b->value, depth + 1);
+  }
   if (kind_of(value) != Kind::Call) return false;
   TSNode func = field(value, "function");
   if (m.is_loss_function(func)) return true;
@@ -93,6 +99,42 @@ inline bool looks_like_loss(const Model& m, TSNode value) {
   if (callee.compare(0, prefix.size(), prefix) != 0) return false;
   std::string_view name = std::string_view(callee).substr(prefix.size());
   return name.find("entropy") != std::string_view::npos || name == "kl_div" || name.find("loss") != std::string_view::npos;
+}
+
+// The part of an attached value that carries the history, for a fix that
+// reads naturally: in `loss * x.size(0)` it is `loss` (`loss.item() *
+// x.size(0)`). Narrows only through arithmetic whose other side is known to
+// be Detached; otherwise the value itself.
+inline TSNode attached_operand(const Model& m, TSNode value) {
+  for (TSNode n = unparenthesize(value);;) {
+    Kind k = kind_of(n);
+    if (k == Kind::UnaryOperator) {
+      n = unparenthesize(ts_node_named_child(n, ts_node_named_child_count(n) - 1));
+      continue;
+    }
+    if (k != Kind::BinaryOperator) return n;
+    TSNode left = unparenthesize(field(n, "left")), right = unparenthesize(field(n, "right"));
+    Provenance l = m.provenance(left), r = m.provenance(right);
+    if (l == Provenance::Attached && r == Provenance::Detached) n = left;
+    else if (r == Provenance::Attached && l == Provenance::Detached) n = right;
+    else return n;
+  }
+}
+
+// The text of `whole` with `suffix` appended to its part `part`, which is
+// parenthesized when needed: (`loss * n`, `loss`, ".item()") gives
+// `loss.item() * n`. For a help line; the fix uses append_call_edits.
+inline std::string with_suffix(const Model& m, TSNode whole, TSNode part, std::string_view suffix) {
+  Kind k = kind_of(part);
+  bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
+                 k == Kind::ParenthesizedExpression;
+  std::string_view all = m.text(whole);
+  size_t from = start_byte(part) - start_byte(whole), to = end_byte(part) - start_byte(whole);
+  std::string out(all.substr(0, from));
+  out += primary ? std::string(m.text(part)) : "(" + std::string(m.text(part)) + ")";
+  out += suffix;
+  out += all.substr(to);
+  return out;
 }
 
 // Source text for a message: whitespace runs collapsed to one space, cut to

@@ -165,6 +165,13 @@ struct Model::Builder {
     ts_tree_cursor_delete(&cursor);
     for (size_t i = 0; i < m.bindings_.size(); ++i)
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    for (size_t i = 0; i < m.calls_.size(); ++i) {
+      const Call& c = m.calls_[i];
+      if (c.method == "append" || c.method == "extend" || c.method == "insert") {
+        std::string container = m.qualify(c.receiver);
+        if (!container.empty()) m.stores_by_container_[container].push_back(static_cast<int>(i));
+      }
+    }
     // Loops are in pre-order: a loop's node encloses a later one's exactly
     // when the later one starts before it ends.
     m.loop_outer_.assign(m.loops_.size(), -1);
@@ -1004,13 +1011,14 @@ bool Model::holds_list(std::string_view name, uint32_t use, int function) const 
 }
 
 bool Model::stores_attached(std::string_view name, uint32_t use, int function, int depth) const {
-  for (const Call& c : calls_) {
-    if (start_byte(c.node) >= use) break;  // calls are in source order
-    if (c.function != function || is_null(c.receiver)) continue;
-    uint32_t position = c.method == "insert" ? 1 : 0;
-    if ((c.method != "append" && c.method != "extend" && c.method != "insert") || qualify(c.receiver) != name)
-      continue;
-    if (provenance_at(positional_argument(c, position), depth + 1) == Provenance::Attached) return true;
+  if (auto it = stores_by_container_.find(std::string(name)); it != stores_by_container_.end()) {
+    for (int i : it->second) {
+      const Call& c = calls_[i];
+      if (start_byte(c.node) >= use) break;  // in source order
+      if (c.function != function) continue;
+      TSNode value = positional_argument(c, c.method == "insert" ? 1 : 0);
+      if (provenance_at(value, depth + 1) == Provenance::Attached) return true;
+    }
   }
   for (const Binding* b : bindings_of(name, function)) {
     if (b->kind != BindingKind::SubscriptStore || b->end > use) continue;

@@ -266,6 +266,8 @@ class Model {
   // `for p in m.parameters(): p.requires_grad = False`): a call of one
   // carries history only from its inputs.
   std::unordered_set<std::string> frozen_modules_;
+  // `c.append(v)`, `c.extend(v)`, `c.insert(i, v)` calls by container name, in source order.
+  std::unordered_map<std::string, std::vector<int>> stores_by_container_;
 
   mutable std::unordered_map<uint64_t, Provenance> provenance_cache_;
   mutable std::unordered_set<uint64_t> in_progress_;

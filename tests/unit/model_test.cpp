@@ -436,6 +436,31 @@ def train(model, loader, log):
   EXPECT_TRUE(m.rebound_in_loop("x", l));  // the loop target
 }
 
+TEST(ModelBindings, GlobalsOutliveTheLoop) {
+  Program p(R"(steps = 0
+
+
+def train(loader):
+    global seen
+    for x in loader:
+        seen += x
+        steps_local = steps + 1
+    return steps_local
+)");
+  const Model& m = p.model();
+  int l = p.loop("for x in loader");
+  EXPECT_TRUE(m.bound_before_loop("seen", l));  // declared global: lives outside the function
+  EXPECT_FALSE(m.rebound_in_loop("seen", l));
+  EXPECT_FALSE(m.reset_in_loop("seen", l));
+  EXPECT_TRUE(m.bound_before_loop("steps", l));
+  EXPECT_FALSE(m.bound_before_loop("steps_local", l));
+  const Binding* g = p.binding("seen", "global seen");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->kind, BindingKind::Global);
+  EXPECT_EQ(g->function, p.function_at("global seen"));
+  EXPECT_FALSE(m.feeds_backward("seen", g->function));
+}
+
 TEST(ModelBindings, ResetInLoop) {
   Program p(R"(def train(loader, stats):
     total = 0.0

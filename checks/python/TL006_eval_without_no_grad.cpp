@@ -1,0 +1,338 @@
+// TL006 eval-without-no-grad: a model runs in an evaluation loop with
+// autograd enabled. Every forward pass records a graph and keeps the
+// activations it needs for a backward pass that never comes.
+//
+// A finding needs all of:
+//   - a function that puts a module in evaluation mode (`model.eval()`,
+//     `model.train(False)`, the last mode call before the loop) or is named
+//     for evaluation (`validate`, `evaluate_epoch`, `run_test`, `predict`,
+//     `inference`, ...), and no `model.train()` between that and the loop;
+//     module-level code needs the `eval()` call;
+//   - a loop over data (Model::is_step_loop) around a call of a module
+//     instance (`model(x)`, `model.forward(x)`), with grad Enabled there:
+//     no `with torch.no_grad()` / `inference_mode()` / `set_grad_enabled(...)`
+//     around it and no grad-disabling decorator (a with block or decorator
+//     whose name says no_grad or inference counts too);
+//   - nothing in the function (or the functions nested in it) that needs
+//     gradients: `.backward()`, `torch.autograd.grad`, `optimizer.step()`,
+//     `requires_grad_()`, and no `enable_grad()` around the call;
+//   - nothing in the file that freezes autograd by other means
+//     (`torch.set_grad_enabled(False)` as a statement, `requires_grad_(False)`,
+//     `p.requires_grad = False`).
+// Across files: every file records the grad state of each call it makes, by
+// the callee's simple name ("call-site" facts). A function whose every call
+// in the analyzed files runs with grad disabled (or decided at run time) is
+// not reported; one never called in the analyzed files is.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <memory>
+#include <set>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr std::array<std::string_view, 14> kEvaluationWords = {
+    "validate", "validation", "val",  "valid",      "evaluate", "evaluation", "eval",
+    "test",     "testing",    "predict", "prediction", "infer", "inference", "evaluating"};
+
+// Lightning runs these with grad disabled itself.
+constexpr std::array<std::string_view, 3> kFrameworkSteps = {"validation_step", "test_step", "predict_step"};
+
+bool lower_contains(std::string_view s, std::string_view needle) {
+  std::string lower(s);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower.find(needle) != std::string::npos;
+}
+
+bool named_for_evaluation(std::string_view name) {
+  if (std::find(kFrameworkSteps.begin(), kFrameworkSteps.end(), name) != kFrameworkSteps.end()) return false;
+  std::string lower(name);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  size_t i = 0;
+  while (i <= lower.size()) {
+    size_t j = lower.find('_', i);
+    if (j == std::string::npos) j = lower.size();
+    std::string_view token = std::string_view(lower).substr(i, j - i);
+    if (std::find(kEvaluationWords.begin(), kEvaluationWords.end(), token) != kEvaluationWords.end()) return true;
+    i = j + 1;
+  }
+  return false;
+}
+
+// Whether `fn` is `outer` or nested in it.
+bool within(const Model& m, int fn, int outer) {
+  for (int f = fn; f >= 0; f = m.functions()[f].parent)
+    if (f == outer) return true;
+  return fn == outer;
+}
+
+bool is_false(TSNode n) { return !is_null(n) && kind_of(unparenthesize(n)) == Kind::False; }
+
+TSNode first_argument(const Model& m, const Call& c) {
+  TSNode a = m.positional_argument(c, 0);
+  if (is_null(a) && !is_null(c.args) && ts_node_named_child_count(c.args) == 1) {
+    TSNode k = ts_node_named_child(c.args, 0);
+    if (kind_of(k) == Kind::KeywordArgument) a = field(k, "value");
+  }
+  return a;
+}
+
+// Autograd frozen for the whole file by means the model does not track as
+// regions: `torch.set_grad_enabled(False)` as a statement, `requires_grad_(False)`
+// or `p.requires_grad = False`.
+bool file_freezes_autograd(const Model& m) {
+  for (const Call& c : m.calls()) {
+    if ((c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled") &&
+        kind_of(ts_node_parent(c.node)) == Kind::ExpressionStatement && is_false(first_argument(m, c)))
+      return true;
+    if (c.method == "requires_grad_" && is_false(first_argument(m, c))) return true;
+  }
+  for (const Binding& b : m.bindings()) {
+    std::string_view n = b.name;
+    if (n.size() > 14 && n.substr(n.size() - 14) == ".requires_grad" && is_false(b.value)) return true;
+  }
+  return false;
+}
+
+// A `with` block or a decorator the model does not know but whose name says
+// it disables grad (`with no_grad_ctx():`, `@torch.inference_mode` spelled
+// through a helper), or an explicit `enable_grad()` around `node`: either way
+// the author decided about autograd here.
+bool grad_decided_around(const Model& m, TSNode node, int fn) {
+  for (TSNode p = ts_node_parent(node); !is_null(p); p = ts_node_parent(p)) {
+    if (kind_of(p) != Kind::WithStatement) continue;
+    std::string_view header = m.text(p).substr(0, start_byte(field(p, "body")) - start_byte(p));
+    if (lower_contains(header, "no_grad") || lower_contains(header, "inference") ||
+        lower_contains(header, "enable_grad") || lower_contains(header, "set_grad_enabled"))
+      return true;
+  }
+  for (int f = fn; f >= 0; f = m.functions()[f].parent)
+    for (const std::string& d : m.functions()[f].decorators)
+      if (lower_contains(d, "no_grad") || lower_contains(d, "inference") || lower_contains(d, "enable_grad"))
+        return true;
+  return false;
+}
+
+// Whether `fn` (with the functions nested in it) needs gradients.
+bool needs_gradients(const Model& m, int fn) {
+  for (const Call& c : m.calls()) {
+    if (!within(m, c.function, fn)) continue;
+    if (c.method == "backward" || c.method == "requires_grad_" || c.callee == "torch.autograd.grad" ||
+        c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.functional.jacobian" ||
+        c.callee == "torch.autograd.functional.vjp")
+      return true;
+    if (c.method == "step" && (m.is_optimizer(c.receiver) || (!is_null(c.receiver) && lower_contains(m.text(c.receiver), "optim")) ||
+                               (m.positional_count(c) > 0 && m.is_optimizer(m.positional_argument(c, 0)))))
+      return true;
+  }
+  return false;
+}
+
+// The mode a module call sets: +1 eval(), -1 train(), 0 not a mode call.
+int mode_of(const Model& m, const Call& c) {
+  if (is_null(c.receiver) || !m.is_module_instance(c.receiver)) return 0;
+  if (c.method == "eval") return 1;
+  if (c.method != "train") return 0;
+  return is_false(first_argument(m, c)) ? 1 : -1;
+}
+
+// The local name through which `torch.no_grad` is reachable: "torch.no_grad()",
+// "T.no_grad()", "no_grad()"; empty when the file imports neither.
+std::string no_grad_spelling(const Model& m) {
+  std::string via_module, direct;
+  for (const Binding& b : m.bindings()) {
+    if (b.kind != BindingKind::Import || b.function >= 0) continue;
+    std::string q = m.resolve_alias(b.name);
+    if (q == "torch" && via_module.empty()) via_module = b.name + ".no_grad()";
+    if (q == "torch.no_grad" && direct.empty()) direct = b.name + "()";
+  }
+  return !via_module.empty() ? via_module : direct;
+}
+
+// Edits wrapping `loop` in `with <guard>:`, its lines indented one unit
+// deeper (the unit the loop's body uses, four spaces when it shares the
+// loop's line). Lines inside a multi-line string keep their bytes. Empty
+// when the loop does not start its own line.
+std::vector<Edit> wrap_edits(const Model& m, TSNode loop, const std::string& guard) {
+  std::string_view text = m.source().text();
+  uint32_t s = start_byte(loop), e = end_byte(loop);
+  uint32_t line_start = s;
+  while (line_start > 0 && text[line_start - 1] != '\n') --line_start;
+  std::string_view indent = text.substr(line_start, s - line_start);
+  if (indent.find_first_not_of(" \t") != std::string_view::npos) return {};
+  std::string unit = "    ";
+  if (!indent.empty() && indent[0] == '\t') unit = "\t";
+  TSNode body = field(loop, "body");
+  if (!is_null(body)) {
+    uint32_t b = start_byte(body), b_line = b;
+    while (b_line > 0 && text[b_line - 1] != '\n') --b_line;
+    std::string_view body_indent = text.substr(b_line, b - b_line);
+    if (b_line > line_start && body_indent.find_first_not_of(" \t") == std::string_view::npos &&
+        body_indent.size() > indent.size() && body_indent.substr(0, indent.size()) == indent)
+      unit = std::string(body_indent.substr(indent.size()));
+  }
+  // Multi-line strings inside the loop: their lines are data.
+  std::vector<std::pair<uint32_t, uint32_t>> strings;
+  std::vector<TSNode> work{loop};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    if (kind_of(n) == Kind::String) {
+      if (ts_node_start_point(n).row != ts_node_end_point(n).row) strings.emplace_back(start_byte(n), end_byte(n));
+      continue;
+    }
+    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+  }
+  std::vector<Edit> edits{Edit{s, s, fmt::format("with {}:\n{}{}", guard, indent, unit)}};
+  for (uint32_t p = s; p < e; ++p) {
+    if (text[p] != '\n' || p + 1 >= e) continue;
+    uint32_t q = p + 1;
+    uint32_t r = q;
+    while (r < text.size() && (text[r] == ' ' || text[r] == '\t')) ++r;
+    if (r >= text.size() || text[r] == '\n' || text[r] == '\r') continue;  // a blank line
+    bool in_string = std::any_of(strings.begin(), strings.end(),
+                                 [&](const auto& str) { return q > str.first && q < str.second; });
+    if (!in_string) edits.push_back(Edit{q, q, unit});
+  }
+  return edits;
+}
+
+class EvalWithoutNoGrad final : public Check {
+ public:
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const Call& c : m.calls()) {
+      if (c.callee.empty()) continue;
+      std::string name(last_component(c.callee));
+      // A recursive call says nothing about the callers.
+      if (c.function >= 0 && m.functions()[c.function].name == name) continue;
+      GradState g = m.grad_state(start_byte(c.node));
+      std::string state = g == GradState::Enabled ? "enabled" : g == GradState::Disabled ? "disabled" : "maybe";
+      if (!seen.emplace(name, state).second) continue;
+      ctx.fact("call-site", name, c.node, {state});
+    }
+  }
+
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    if (file_freezes_autograd(m)) return;
+    std::set<int> reported_loops;
+    std::vector<int> checked_functions(m.functions().size() + 1, -1);  // index fn + 1: 1 candidate, 0 not
+    for (const Call& call : m.calls()) {
+      if (call.loop < 0 || !runs_module(m, call)) continue;
+      int fn = call.function;
+      int& candidate = checked_functions[static_cast<size_t>(fn + 1)];
+      if (candidate < 0) candidate = fn >= 0 && m.functions()[fn].cls >= 0 && is_framework_hook(m, fn) ? 0
+                                     : needs_gradients(m, fn)                                        ? 0
+                                                                                                     : 1;
+      if (candidate == 0) continue;
+      if (m.grad_state(start_byte(call.node)) != GradState::Enabled) continue;
+      if (grad_decided_around(m, call.node, fn)) continue;
+      int loop = loop_to_wrap(m, call);
+      if (loop < 0 || reported_loops.count(loop)) continue;
+      std::string reason;
+      if (!evaluation_context(m, fn, loop, reason)) continue;
+      reported_loops.insert(loop);
+      report(ctx, call, loop, reason);
+    }
+  }
+
+ private:
+  static bool runs_module(const Model& m, const Call& c) {
+    if (m.is_module_instance(c.func)) return true;
+    return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
+  }
+
+  static bool is_framework_hook(const Model& m, int fn) {
+    std::string_view name = m.functions()[fn].name;
+    return std::find(kFrameworkSteps.begin(), kFrameworkSteps.end(), name) != kFrameworkSteps.end() ||
+           name.rfind("on_validation", 0) == 0 || name.rfind("on_test", 0) == 0 || name.rfind("on_predict", 0) == 0;
+  }
+
+  // The loop the fix wraps: the innermost one around the call that iterates a
+  // data loader, else the outermost step loop around it; -1 when no loop
+  // around the call is a loop over data.
+  static int loop_to_wrap(const Model& m, const Call& call) {
+    std::vector<int> loops = m.enclosing_loops(start_byte(call.node), call.function);
+    for (int l : loops) {
+      const Loop& lp = m.loops()[l];
+      if (lp.kind == LoopKind::For && m.is_data_loader(field(lp.node, "right"))) return l;
+    }
+    int chosen = -1;
+    for (int l : loops)
+      if (m.loops()[l].kind != LoopKind::Comprehension && m.is_step_loop(l)) chosen = l;
+    return chosen;
+  }
+
+  // Whether `fn` evaluates at `loop`: the last mode call before the loop is
+  // eval(), or there is none and the function is named for evaluation. A
+  // train() inside the loop means the loop trains.
+  static bool evaluation_context(const Model& m, int fn, int loop, std::string& reason) {
+    const Loop& l = m.loops()[loop];
+    uint32_t at = start_byte(l.node);
+    const Call* last = nullptr;
+    for (const Call& c : m.calls()) {
+      if (c.function != fn) continue;
+      int mode = mode_of(m, c);
+      if (mode == 0) continue;
+      uint32_t s = start_byte(c.node);
+      if (s >= at && s < end_byte(l.node) && mode < 0) return false;
+      if (s < at) last = &c;
+    }
+    if (last) {
+      if (mode_of(m, *last) < 0) return false;
+      reason = fmt::format("after `{}`", code_snippet(m, last->node));
+      return true;
+    }
+    if (fn < 0 || !named_for_evaluation(m.functions()[fn].name)) return false;
+    reason = fmt::format("in `{}`", m.functions()[fn].qualified_name);
+    return true;
+  }
+
+  static void report(CheckContext& ctx, const Call& call, int loop, const std::string& reason) {
+    const Model& m = ctx.model();
+    std::string module = code_snippet(m, is_null(call.receiver) || call.method != "forward" ? call.func : call.receiver);
+    Diagnostic d = ctx.diagnostic(
+        call.node, fmt::format("`{}` runs in an evaluation loop {} with autograd enabled: every forward pass records a "
+                               "graph and keeps its activations alive, and nothing calls backward() to free them",
+                               module, reason));
+    std::string guard = no_grad_spelling(m);
+    d.help = "wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function "
+             "with `@torch.no_grad()`";
+    if (!guard.empty()) {
+      std::vector<Edit> edits = wrap_edits(m, m.loops()[loop].node, guard);
+      // Unsafe: code in the loop that needed gradients (a hand-written
+      // optimisation step, a hook) stops receiving them.
+      if (!edits.empty()) d.fix = Fix{fmt::format("Wrap the loop in `with {}:`", guard), FixSafety::Unsafe, std::move(edits)};
+    }
+    int fn = call.function;
+    if (fn < 0) {
+      ctx.report(std::move(d));
+      return;
+    }
+    std::string name = m.functions()[fn].name;
+    ctx.defer(std::move(d), [name](const ProjectIndex& index, Diagnostic& diag) {
+      std::vector<const Fact*> sites = index.find("call-site", name);
+      if (sites.empty()) return true;
+      for (const Fact* f : sites) {
+        if (f->values.empty() || f->values.front() != "enabled") continue;
+        diag.message += fmt::format(" (`{}` is called with autograd enabled at {}:{})", name, f->file, f->line);
+        return true;
+      }
+      return false;  // every call runs with grad disabled, or decided at run time
+    });
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(EvalWithoutNoGrad, "TL006")
+
+}  // namespace torchleak::python

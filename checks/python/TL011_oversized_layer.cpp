@@ -1,0 +1,426 @@
+// TL011 oversized-layer: a layer whose parameters alone, with their
+// gradients and Adam's two moment buffers (4 fp32 copies), need more memory
+// than the configured threshold (Config::oversized_layer_bytes).
+//
+// Sizes are folded within the file: integer literals, + - * // ** and
+// parentheses, `int(...)`, names bound once at module level or once in the
+// enclosing function, and default values of the enclosing function's
+// parameters. A size that does not fold makes the layer unknown: silent. An
+// optional argument that does not fold (bias, num_layers, bidirectional)
+// takes the value that gives fewer parameters, so the estimate is a lower
+// bound.
+//
+// Numbers in the message have three significant digits: parameters in
+// decimal units (K, M, G, T), bytes in binary ones (KiB, MiB, GiB, TiB), the
+// largest unit in which the value is at least 1; below 10 two decimals,
+// below 100 one, else none ("1.50 G", "37.3 GiB", "149 GiB", "1010 MiB").
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr int kMaxDepth = 16;
+// Sizes beyond 2^40 are not layers anyone builds; the bound keeps every
+// product below in 128 bits.
+constexpr int64_t kMaxSize = int64_t{1} << 40;
+constexpr int64_t kMaxKernelSide = 4096;
+constexpr uint64_t kTrainingCopies = 4;  // weights, gradients, Adam's exp_avg and exp_avg_sq
+constexpr uint64_t kFp32 = 4;
+// Parameter counts are computed in 128 bits and checked against the 64-bit
+// byte counts they must fit.
+__extension__ typedef unsigned __int128 U128;
+
+std::string three_digits(double v) {
+  if (std::round(v * 100) / 100 < 10) return fmt::format("{:.2f}", v);
+  if (std::round(v * 10) / 10 < 100) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.0f}", v);
+}
+
+std::string scaled(double v, double base, const char* const* units, size_t n) {
+  size_t u = 0;
+  while (u + 1 < n && v >= base) {
+    v /= base;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{:.0f} {}", v, units[0]);
+  return fmt::format("{} {}", three_digits(v), units[u]);
+}
+
+std::string format_parameter_count(uint64_t n) {
+  static const char* const units[] = {"parameters", "K parameters", "M parameters", "G parameters", "T parameters"};
+  return scaled(static_cast<double>(n), 1000.0, units, 5);
+}
+
+std::string format_bytes(uint64_t n) {
+  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  return scaled(static_cast<double>(n), 1024.0, units, 6);
+}
+
+std::optional<int64_t> checked(bool overflow, int64_t v) {
+  if (overflow) return std::nullopt;
+  return v;
+}
+
+// Folds integer expressions within the file.
+class Folder {
+ public:
+  Folder(const Model& m, int function) : m_(m), function_(function) {}
+
+  std::optional<int64_t> integer(TSNode n, int depth = 0) const {
+    n = unparenthesize(n);
+    if (is_null(n) || depth > kMaxDepth) return std::nullopt;
+    switch (kind_of(n)) {
+      case Kind::Integer: return literal(m_.text(n));
+      case Kind::UnaryOperator: {
+        if (m_.text(field(n, "operator")) != "-") return std::nullopt;
+        auto v = integer(field(n, "argument"), depth + 1);
+        if (!v) return std::nullopt;
+        return -*v;
+      }
+      case Kind::BinaryOperator: return binary(n, depth);
+      case Kind::Identifier: return name(n, depth);
+      case Kind::Call: {
+        if (m_.qualify(field(n, "function")) != "int") return std::nullopt;
+        TSNode args = field(n, "arguments");
+        if (is_null(args) || ts_node_named_child_count(args) != 1) return std::nullopt;
+        return integer(ts_node_named_child(args, 0), depth + 1);
+      }
+      default: return std::nullopt;
+    }
+  }
+
+  std::optional<bool> boolean(TSNode n, int depth = 0) const {
+    n = unparenthesize(n);
+    if (is_null(n) || depth > kMaxDepth) return std::nullopt;
+    if (kind_of(n) == Kind::True) return true;
+    if (kind_of(n) == Kind::False) return false;
+    if (kind_of(n) != Kind::Identifier) return std::nullopt;
+    TSNode value = bound_value(n);
+    if (is_null(value)) return std::nullopt;
+    return boolean(value, depth + 1);
+  }
+
+ private:
+  static std::optional<int64_t> literal(std::string_view text) {
+    std::string digits;
+    for (char c : text)
+      if (c != '_') digits += c;
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+    if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // 0x.., 0o.., 0b..: not sizes
+    errno = 0;
+    char* end = nullptr;
+    long long v = std::strtoll(digits.c_str(), &end, 10);
+    if (errno != 0 || *end != '\0') return std::nullopt;
+    return v;
+  }
+
+  std::optional<int64_t> binary(TSNode n, int depth) const {
+    auto a = integer(field(n, "left"), depth + 1);
+    auto b = integer(field(n, "right"), depth + 1);
+    if (!a || !b) return std::nullopt;
+    std::string_view op = m_.text(field(n, "operator"));
+    int64_t r = 0;
+    if (op == "+") return checked(__builtin_add_overflow(*a, *b, &r), r);
+    if (op == "-") return checked(__builtin_sub_overflow(*a, *b, &r), r);
+    if (op == "*") return checked(__builtin_mul_overflow(*a, *b, &r), r);
+    if (op == "//") {
+      if (*b == 0) return std::nullopt;
+      int64_t q = *a / *b;
+      if ((*a % *b != 0) && ((*a < 0) != (*b < 0))) --q;  // Python floors
+      return q;
+    }
+    if (op == "**") {
+      if (*b < 0 || *b > 62) return std::nullopt;
+      int64_t p = 1;
+      for (int64_t i = 0; i < *b; ++i)
+        if (__builtin_mul_overflow(p, *a, &p)) return std::nullopt;
+      return p;
+    }
+    return std::nullopt;
+  }
+
+  std::optional<int64_t> name(TSNode n, int depth) const {
+    TSNode value = bound_value(n);
+    if (is_null(value)) return std::nullopt;
+    return integer(value, depth + 1);
+  }
+
+  // The value a name holds at `n`: the default of a parameter of the
+  // enclosing function, or the value of its one plain assignment in that
+  // function, or of its one plain assignment at module level.
+  TSNode bound_value(TSNode n) const {
+    std::string_view id = m_.text(n);
+    if (function_ >= 0) {
+      std::vector<const Binding*> local = m_.bindings_of(id, function_);
+      if (!local.empty()) {
+        if (local.size() != 1) return TSNode{};
+        const Binding& b = *local.front();
+        if (b.kind == BindingKind::Parameter) return parameter_default(m_.functions()[function_], id);
+        if (b.kind == BindingKind::Assign && b.element < 0 && b.loop < 0 && b.end <= start_byte(n)) return b.value;
+        return TSNode{};
+      }
+    }
+    std::vector<const Binding*> global = m_.bindings_of(id, -1);
+    if (global.size() != 1) return TSNode{};
+    const Binding& b = *global.front();
+    if (b.kind != BindingKind::Assign || b.element >= 0 || b.loop >= 0) return TSNode{};
+    if (is_declared_global(id)) return TSNode{};
+    return b.value;
+  }
+
+  // Whether some function rebinds the module-level name through `global`.
+  bool is_declared_global(std::string_view id) const {
+    for (size_t f = 0; f < m_.functions().size(); ++f)
+      for (const Binding* b : m_.bindings_of(id, static_cast<int>(f)))
+        if (b->kind == BindingKind::Global) return true;
+    return false;
+  }
+
+  TSNode parameter_default(const Function& f, std::string_view id) const {
+    TSNode params = field(f.node, "parameters");
+    uint32_t n = is_null(params) ? 0 : ts_node_named_child_count(params);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode p = ts_node_named_child(params, i);
+      Kind k = kind_of(p);
+      if (k != Kind::DefaultParameter && k != Kind::TypedDefaultParameter) continue;
+      if (m_.text(field(p, "name")) == id) return field(p, "value");
+    }
+    return TSNode{};
+  }
+
+  const Model& m_;
+  int function_;
+};
+
+enum class Layer { Linear, Embedding, Bilinear, Conv, Recurrent };
+
+struct LayerKind {
+  std::string_view name;  // after "torch.nn."
+  Layer layer;
+  int dims = 0;   // convolutions: 1, 2 or 3
+  int gates = 0;  // recurrent layers: 4 (LSTM), 3 (GRU), 1 (RNN)
+};
+
+constexpr LayerKind kLayers[] = {
+    {"Linear", Layer::Linear},
+    {"Embedding", Layer::Embedding},
+    {"Bilinear", Layer::Bilinear},
+    {"Conv1d", Layer::Conv, 1},
+    {"Conv2d", Layer::Conv, 2},
+    {"Conv3d", Layer::Conv, 3},
+    {"ConvTranspose1d", Layer::Conv, 1},
+    {"ConvTranspose2d", Layer::Conv, 2},
+    {"ConvTranspose3d", Layer::Conv, 3},
+    {"LSTM", Layer::Recurrent, 0, 4},
+    {"GRU", Layer::Recurrent, 0, 3},
+    {"RNN", Layer::Recurrent, 0, 1},
+};
+
+const LayerKind* layer_kind(std::string_view callee) {
+  for (std::string_view prefix : {"torch.nn.", "torch.nn.modules."}) {
+    if (callee.substr(0, prefix.size()) != prefix) continue;
+    std::string_view rest = callee.substr(prefix.size());
+    if (size_t dot = rest.rfind('.'); dot != std::string_view::npos && prefix == "torch.nn.modules.")
+      rest = rest.substr(dot + 1);  // torch.nn.modules.linear.Linear
+    for (const LayerKind& k : kLayers)
+      if (k.name == rest) return &k;
+  }
+  return nullptr;
+}
+
+struct Estimate {
+  uint64_t parameters = 0;
+  std::vector<std::string> shown;  // the arguments as the message shows them
+};
+
+class OversizedLayer final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (const Call& c : m.calls()) {
+      const LayerKind* kind = layer_kind(c.callee);
+      if (!kind || has_splat(c)) continue;
+      std::optional<Estimate> e = estimate(m, c, *kind);
+      if (!e) continue;
+      uint64_t fp32 = 0, training = 0;
+      if (__builtin_mul_overflow(e->parameters, kFp32, &fp32) ||
+          __builtin_mul_overflow(fp32, kTrainingCopies, &training))
+        continue;
+      if (training <= ctx.config().oversized_layer_bytes) continue;
+      std::string args;
+      for (const std::string& a : e->shown) args += (args.empty() ? "" : ", ") + a;
+      Diagnostic d = ctx.diagnostic(
+          c.node, fmt::format("{}({}): {}, {} of fp32 weights, {} with gradients and Adam state",
+                              code_snippet(m.text(c.func)), args, format_parameter_count(e->parameters),
+                              format_bytes(fp32), format_bytes(training)));
+      d.help = fmt::format(
+          "above the oversized-layer-threshold of {}: factorize it (a low-rank bottleneck, a smaller vocabulary, "
+          "sparse or hashed embeddings) or shard it across devices",
+          format_bytes(ctx.config().oversized_layer_bytes));
+      ctx.report(std::move(d));
+    }
+  }
+
+ private:
+  static bool has_splat(const Call& c) {
+    uint32_t n = is_null(c.args) ? 0 : ts_node_named_child_count(c.args);
+    for (uint32_t i = 0; i < n; ++i) {
+      Kind k = kind_of(ts_node_named_child(c.args, i));
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return true;
+    }
+    return false;
+  }
+
+  // An argument by position or by keyword.
+  static TSNode argument(const Model& m, const Call& c, uint32_t position, std::string_view keyword) {
+    TSNode kw = m.keyword_argument(c, keyword);
+    return is_null(kw) ? m.positional_argument(c, position) : kw;
+  }
+
+  static std::optional<int64_t> size(const Folder& f, const Model& m, const Call& c, uint32_t position,
+                                     std::string_view keyword) {
+    auto v = f.integer(argument(m, c, position, keyword));
+    if (!v || *v <= 0 || *v > kMaxSize) return std::nullopt;
+    return v;
+  }
+
+  // bias: true when absent or folding to True; a value that does not fold
+  // counts as False (the lower bound).
+  static bool flag(const Folder& f, const Model& m, const Call& c, uint32_t position, std::string_view keyword,
+                   bool absent) {
+    TSNode a = argument(m, c, position, keyword);
+    if (is_null(a)) return absent;
+    return f.boolean(a).value_or(false);
+  }
+
+  static std::optional<Estimate> estimate(const Model& m, const Call& c, const LayerKind& kind) {
+    Folder f(m, c.function);
+    Estimate e;
+    auto show = [&](int64_t v) { e.shown.push_back(std::to_string(v)); };
+    U128 p = 0;
+    switch (kind.layer) {
+      case Layer::Linear: {
+        auto in = size(f, m, c, 0, "in_features"), out = size(f, m, c, 1, "out_features");
+        if (!in || !out) return std::nullopt;
+        bool bias = flag(f, m, c, 2, "bias", true);
+        show(*in), show(*out);
+        if (!bias) e.shown.push_back("bias=False");
+        p = static_cast<U128>(*in) * *out + (bias ? *out : 0);
+        break;
+      }
+      case Layer::Embedding: {
+        auto n = size(f, m, c, 0, "num_embeddings"), d = size(f, m, c, 1, "embedding_dim");
+        if (!n || !d) return std::nullopt;
+        show(*n), show(*d);
+        p = static_cast<U128>(*n) * *d;
+        break;
+      }
+      case Layer::Bilinear: {
+        auto in1 = size(f, m, c, 0, "in1_features"), in2 = size(f, m, c, 1, "in2_features"),
+             out = size(f, m, c, 2, "out_features");
+        if (!in1 || !in2 || !out) return std::nullopt;
+        bool bias = flag(f, m, c, 3, "bias", true);
+        show(*in1), show(*in2), show(*out);
+        if (!bias) e.shown.push_back("bias=False");
+        p = static_cast<U128>(*in1) * *in2 * *out + (bias ? *out : 0);
+        break;
+      }
+      case Layer::Conv: {
+        auto in = size(f, m, c, 0, "in_channels"), out = size(f, m, c, 1, "out_channels");
+        if (!in || !out) return std::nullopt;
+        auto kernel = kernel_volume(f, m, c, kind.dims);
+        if (!kernel) return std::nullopt;
+        int64_t groups = 1;
+        if (TSNode g = argument(m, c, 6, "groups"); !is_null(g)) {
+          auto v = f.integer(g);
+          if (!v || *v <= 0 || *in % *v != 0) return std::nullopt;
+          groups = *v;
+        }
+        bool bias = flag(f, m, c, 7, "bias", true);
+        show(*in), show(*out);
+        e.shown.push_back(kernel->second);
+        if (groups != 1) e.shown.push_back(fmt::format("groups={}", groups));
+        if (!bias) e.shown.push_back("bias=False");
+        p = static_cast<U128>(*in / groups) * *out * kernel->first + (bias ? *out : 0);
+        break;
+      }
+      case Layer::Recurrent: {
+        auto in = size(f, m, c, 0, "input_size"), h = size(f, m, c, 1, "hidden_size");
+        if (!in || !h) return std::nullopt;
+        show(*in), show(*h);
+        // Positions after hidden_size: LSTM and GRU take (num_layers, bias,
+        // batch_first, dropout, bidirectional, proj_size); RNN puts
+        // nonlinearity before bias.
+        uint32_t shift = kind.gates == 1 ? 1 : 0;
+        int64_t layers = 1;
+        if (TSNode a = argument(m, c, 2, "num_layers"); !is_null(a)) layers = f.integer(a).value_or(1);
+        if (layers <= 0 || layers > 1024) return std::nullopt;
+        bool bias = flag(f, m, c, 3 + shift, "bias", true);
+        bool bidirectional = flag(f, m, c, 6 + shift, "bidirectional", false);
+        int64_t proj = 0;
+        if (kind.gates == 4)
+          if (TSNode a = argument(m, c, 7, "proj_size"); !is_null(a)) proj = std::max<int64_t>(0, f.integer(a).value_or(0));
+        if (proj >= *h) return std::nullopt;  // torch rejects it
+        if (layers != 1) e.shown.push_back(fmt::format("num_layers={}", layers));
+        if (!bias) e.shown.push_back("bias=False");
+        if (bidirectional) e.shown.push_back("bidirectional=True");
+        if (proj != 0) e.shown.push_back(fmt::format("proj_size={}", proj));
+        U128 gates = static_cast<U128>(kind.gates) * *h;
+        int64_t out = proj ? proj : *h;  // what each direction passes on
+        int64_t directions = bidirectional ? 2 : 1;
+        for (int64_t l = 0; l < layers; ++l) {
+          U128 input = l == 0 ? static_cast<U128>(*in) : static_cast<U128>(out) * directions;
+          U128 one = gates * input + gates * out + (bias ? 2 * gates : 0) +
+                                  (proj ? static_cast<U128>(proj) * *h : 0);
+          p += one * directions;
+        }
+        break;
+      }
+    }
+    if (p > static_cast<U128>(UINT64_MAX / (kFp32 * kTrainingCopies))) return std::nullopt;
+    e.parameters = static_cast<uint64_t>(p);
+    return e;
+  }
+
+  // The product of the kernel's sides, and the kernel as the message shows
+  // it: an int (the same on every side) or a tuple of `dims` ints.
+  static std::optional<std::pair<int64_t, std::string>> kernel_volume(const Folder& f, const Model& m, const Call& c,
+                                                                      int dims) {
+    TSNode k = unparenthesize(argument(m, c, 2, "kernel_size"));
+    if (is_null(k)) return std::nullopt;
+    if (kind_of(k) == Kind::Tuple || kind_of(k) == Kind::List) {
+      uint32_t n = ts_node_named_child_count(k);
+      if (n != static_cast<uint32_t>(dims)) return std::nullopt;
+      int64_t volume = 1;
+      std::string shown;
+      for (uint32_t i = 0; i < n; ++i) {
+        auto v = f.integer(ts_node_named_child(k, i));
+        if (!v || *v <= 0 || *v > kMaxKernelSide) return std::nullopt;
+        volume *= *v;
+        shown += (i ? ", " : "") + std::to_string(*v);
+      }
+      return std::pair{volume, "(" + shown + (n == 1 ? ",)" : ")")};
+    }
+    auto v = f.integer(k);
+    if (!v || *v <= 0 || *v > kMaxKernelSide) return std::nullopt;
+    int64_t volume = 1;
+    for (int i = 0; i < dims; ++i) volume *= *v;
+    return std::pair{volume, std::to_string(*v)};
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(OversizedLayer, "TL011")
+
+}  // namespace torchleak::python
