@@ -78,8 +78,8 @@ TEST(Fixer, AppliesSafeFixesAndIsIdempotent) {
   ASSERT_EQ(report.fixes_applied, 2);
   EXPECT_TRUE(report.remaining.diagnostics.empty());
   std::string fixed = read(path);
-  EXPECT_NE(fixed.find("        total += loss.item()\n"), std::string::npos) << fixed;
-  EXPECT_NE(fixed.find("        total = total + (criterion(model(x), y) * 0.5).item()\n"), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("        total += loss.detach()\n"), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("        total = total + criterion(model(x), y).detach() * 0.5\n"), std::string::npos) << fixed;
   struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0754u);
@@ -103,7 +103,7 @@ TEST(Fixer, KeepsCrlfLineEndings) {
   FixReport report = fix(options_for(path), {});
   EXPECT_EQ(report.fixes_applied, 2);
   std::string fixed = read(path);
-  EXPECT_NE(fixed.find("        total += loss.item()\r\n"), std::string::npos);
+  EXPECT_NE(fixed.find("        total += loss.detach()\r\n"), std::string::npos);
   EXPECT_EQ(fixed.find("\n\n"), std::string::npos);  // no bare LF was introduced
 }
 
@@ -124,8 +124,8 @@ TEST(Fixer, DiffModeWritesNothing) {
             "         optimizer.step()\n"
             "-        total += loss\n"
             "-        total = total + criterion(model(x), y) * 0.5\n"
-            "+        total += loss.item()\n"
-            "+        total = total + (criterion(model(x), y) * 0.5).item()\n"
+            "+        total += loss.detach()\n"
+            "+        total = total + criterion(model(x), y).detach() * 0.5\n"
             "     return total\n");
 }
 
