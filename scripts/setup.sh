@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git nodejs npm
   libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
   libgit2-dev libxxhash-dev libgtest-dev libdtl-dev jq
+  libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
 )
 # Extra packages a caller asks for (the test set-up adds the ones tests use).
 if [ -n "${TORCHLEAK_EXTRA_PACKAGES:-}" ]; then
