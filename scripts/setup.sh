@@ -7,11 +7,16 @@ preset="${1:-release}"
 
 # Debian packages: the toolchain and every library torchleak links against.
 packages=(
-  build-essential cmake ninja-build pkg-config git nodejs npm
+  build-essential cmake ninja-build pkg-config git
   libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
   libgit2-dev libxxhash-dev libgtest-dev libdtl-dev jq
   libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
 )
+# Node.js and npm only fetch the pinned grammar sources. A machine that already
+# has them (from any source) keeps its own: Debian's npm package conflicts with
+# a Node.js that bundles npm, and apt then refuses the whole install.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 # Extra packages a caller asks for (the test set-up adds the ones tests use).
 if [ -n "${TORCHLEAK_EXTRA_PACKAGES:-}" ]; then
   read -r -a extra <<<"$TORCHLEAK_EXTRA_PACKAGES"
