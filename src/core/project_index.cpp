@@ -12,6 +12,7 @@ std::string_view last_component(std::string_view dotted) {
 }
 
 void ProjectIndex::add(Fact fact) {
+  finalized_ = false;
   auto key = std::make_pair(fact.kind, fact.key);
   facts_[std::move(key)].push_back(std::move(fact));
 }
@@ -21,11 +22,37 @@ void ProjectIndex::add_all(std::vector<Fact> facts) {
 }
 
 void ProjectIndex::finalize() {
+  children_.clear();
   for (auto& [key, list] : facts_) {
     std::sort(list.begin(), list.end(), [](const Fact& a, const Fact& b) {
       return std::tie(a.file, a.line, a.values) < std::tie(b.file, b.line, b.values);
     });
+    if (key.first != "class") continue;
+    for (const auto& f : list) {
+      for (const auto& base : f.values) {
+        auto& kids = children_[std::string(last_component(base))];
+        if (kids.empty() || kids.back() != key.second) kids.push_back(key.second);  // keys arrive sorted
+      }
+    }
   }
+  finalized_ = true;
+}
+
+std::vector<std::string> ProjectIndex::direct_subclasses(std::string_view base) const {
+  if (finalized_) {
+    auto it = children_.find(base);
+    return it == children_.end() ? std::vector<std::string>{} : it->second;
+  }
+  std::vector<std::string> out;
+  for (const auto& [key, list] : facts_) {
+    if (key.first != "class") continue;
+    bool child = std::any_of(list.begin(), list.end(), [&](const Fact& f) {
+      return std::any_of(f.values.begin(), f.values.end(),
+                         [&](const std::string& b) { return last_component(b) == base; });
+    });
+    if (child) out.push_back(key.second);
+  }
+  return out;
 }
 
 std::vector<const Fact*> ProjectIndex::find(std::string_view kind, std::string_view key) const {
@@ -65,19 +92,8 @@ std::vector<std::string> ProjectIndex::subclasses_of(std::string_view class_name
   std::vector<std::string> out{std::string(class_name)};
   std::set<std::string, std::less<>> seen{std::string(class_name)};
   for (size_t i = 0; i < out.size(); ++i) {
-    for (const auto& [key, list] : facts_) {
-      if (key.first != "class" || seen.count(key.second)) continue;
-      for (const auto& f : list) {
-        bool child = std::any_of(f.values.begin(), f.values.end(), [&](const std::string& b) {
-          return last_component(b) == out[i];
-        });
-        if (child) {
-          seen.insert(key.second);
-          out.push_back(key.second);
-          break;
-        }
-      }
-    }
+    for (auto& child : direct_subclasses(out[i]))
+      if (seen.insert(child).second) out.push_back(std::move(child));
   }
   return out;
 }

@@ -38,13 +38,21 @@ class ProjectIndex {
   // (a family of roots: every torch.nn class, the config's in-house models).
   bool derives_from(std::string_view class_name, const std::function<bool(std::string_view)>& is_root) const;
 
-  // Simple names of every class deriving from `class_name`, itself included.
+  // Simple names of every class deriving from `class_name`, itself included:
+  // breadth first, each level's new names in alphabetical order.
   std::vector<std::string> subclasses_of(std::string_view class_name) const;
 
-  void finalize();  // sorts facts so lookups are deterministic
+  // Sorts facts so lookups are deterministic, and indexes the "class" facts
+  // by base so that subclasses_of costs the size of its answer.
+  void finalize();
 
  private:
+  // Classes whose bases name `base` (by last component), without duplicates.
+  std::vector<std::string> direct_subclasses(std::string_view base) const;
+
   std::map<std::pair<std::string, std::string>, std::vector<Fact>, std::less<>> facts_;
+  std::map<std::string, std::vector<std::string>, std::less<>> children_;  // built by finalize()
+  bool finalized_ = false;
 };
 
 // Last component of a dotted name: "torch.nn.Module" -> "Module".

@@ -64,6 +64,20 @@ TEST(ProjectIndex, SubclassesOfCollectsEveryLevelAcrossFiles) {
   EXPECT_EQ(index.subclasses_of("Missing"), (std::vector<std::string>{"Missing"}));
 }
 
+TEST(ProjectIndex, SubclassesOfAnswersTheSameBeforeAndAfterFinalize) {
+  ProjectIndex index;
+  index.add(class_fact("Zeta", "z.py", 1, {"base.Base"}));
+  index.add(class_fact("Alpha", "a.py", 1, {"base.Base", "Base"}));  // the same base twice
+  index.add(class_fact("Alpha", "a2.py", 4, {"Base"}));            // and a second class of that name
+  index.add(class_fact("Mid", "m.py", 1, {"Alpha"}));
+  const std::vector<std::string> expected{"Base", "Alpha", "Zeta", "Mid"};
+  EXPECT_EQ(index.subclasses_of("Base"), expected);
+  index.finalize();
+  EXPECT_EQ(index.subclasses_of("Base"), expected);
+  index.add(class_fact("Late", "l.py", 1, {"Mid"}));  // a fact after finalize() is not lost
+  EXPECT_EQ(index.subclasses_of("Base"), (std::vector<std::string>{"Base", "Alpha", "Zeta", "Mid", "Late"}));
+}
+
 TEST(ProjectIndex, CyclesInBasesTerminate) {
   ProjectIndex index;
   index.add(class_fact("A", "a.py", 1, {"b.B"}));

@@ -1,0 +1,194 @@
+// TL010 missing-zero-grad: a loop runs `.backward()` and an optimizer's
+// `.step()` on each iteration, and nothing in the iteration clears the
+// gradients, so each step applies the sum of every gradient computed so far.
+//
+// A finding needs all of:
+//   - a `.backward()` (or torch.autograd.backward) call in a loop of the same
+//     function, and in that loop (the innermost one that holds both) a
+//     `step()` whose receiver is an optimizer (Model::is_optimizer: a
+//     torch.optim constructor, the config's extra_optimizers, a conventional
+//     name), or `scaler.step(optimizer)`; a scheduler's step() is not one;
+//   - nothing in the loop clears gradients, under a condition or not (gradient
+//     accumulation clears every k steps): a call whose name says it clears
+//     them (`zero_grad`, `clear_grads`, `reset_gradients`), `p.grad = ...`,
+//     `p.grad.zero_()`, `del p.grad`, directly or in a function of this file
+//     called from the loop (followed a few calls deep). A call to a function
+//     that this file does not define, whose name speaks of gradients, is
+//     taken to clear them: the finding stays silent rather than guess.
+//
+// The finding points at the backward call: that is where gradients are
+// added to whatever `.grad` already holds, and where the fix's comment
+// belongs in a reader's mind ("clear before you accumulate").
+#include <fmt/format.h>
+
+#include <string>
+#include <unordered_set>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr int kMaxCallDepth = 4;
+
+bool is_backward(const Call& c) { return c.method == "backward" || c.callee == "torch.autograd.backward"; }
+
+// The last component of what a call calls: `opt.zero_grad` -> "zero_grad".
+std::string_view call_name(const Call& c) {
+  if (!c.method.empty()) return c.method;
+  std::string_view callee = c.callee;
+  size_t dot = callee.rfind('.');
+  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
+}
+
+bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
+
+// `zero_grad`, `clear_grads`, `reset_gradients`, `zero_gradients`.
+bool names_clearing(std::string_view name) {
+  if (contains(name, "zero_grad")) return true;
+  return contains(name, "grad") && (contains(name, "zero") || contains(name, "clear") || contains(name, "reset"));
+}
+
+// The optimizer a step() call steps: its receiver, or the first argument of
+// a scaler's step(optimizer). Null when the call is not an optimizer step.
+TSNode stepped_optimizer(const Model& m, const Call& c) {
+  if (c.method != "step") return TSNode{};
+  if (m.is_optimizer(c.receiver)) return c.receiver;
+  TSNode first = m.positional_argument(c, 0);
+  if (!is_null(first) && m.is_optimizer(first)) return first;
+  return TSNode{};
+}
+
+class MissingZeroGrad final : public Check {
+ public:
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    std::unordered_set<int> reported;  // one finding per loop
+    for (const Call& c : m.calls()) {
+      if (!is_backward(c) || c.loop < 0) continue;
+      if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
+      for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
+        if (m.loops()[loop].kind == LoopKind::Comprehension) break;
+        const Call* step = optimizer_step(m, loop);
+        if (!step) continue;  // try the enclosing loop
+        if (!reported.count(loop) && !clears_in_loop(m, loop)) {
+          reported.insert(loop);
+          report(ctx, c, *step, loop);
+        }
+        break;
+      }
+    }
+  }
+
+ private:
+  // The first optimizer step() called directly in `loop` (same function).
+  static const Call* optimizer_step(const Model& m, int loop) {
+    const Loop& l = m.loops()[loop];
+    for (const Call& c : m.calls()) {
+      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+      if (!is_null(stepped_optimizer(m, c))) return &c;
+    }
+    return nullptr;
+  }
+
+  static bool clears_in_loop(const Model& m, int loop) {
+    const Loop& l = m.loops()[loop];
+    std::unordered_set<int> seen;
+    return clears_in_range(m, l.start, l.end, l.function, 0, seen);
+  }
+
+  // Whether code in [start, end) of `function` clears gradients, directly or
+  // through functions of this file it calls.
+  static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
+                              std::unordered_set<int>& seen) {
+    for (const Binding& b : m.bindings()) {
+      if (b.start < start || b.start >= end) continue;
+      if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
+      std::string_view name = b.name;
+      if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
+    }
+    for (const Call& c : m.calls()) {
+      uint32_t at = start_byte(c.node);
+      if (at < start || at >= end) continue;
+      std::string_view name = call_name(c);
+      if (names_clearing(name)) return true;
+      // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
+      if ((name == "zero_" || name == "fill_" || name == "mul_" || name == "detach_") && !is_null(c.receiver) &&
+          contains(m.text(c.receiver), ".grad"))
+        return true;
+      if (depth >= kMaxCallDepth) continue;
+      int callee = local_callee(m, c, function);
+      if (callee < 0 || !seen.insert(callee).second) continue;
+      const Function& f = m.functions()[callee];
+      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen)) return true;
+    }
+    return has_grad_delete(m, start, end);
+  }
+
+  // The function of this file a call runs: `helper(...)` (a module-level
+  // function) or `self.helper(...)` (a method of the caller's class).
+  static int local_callee(const Model& m, const Call& c, int caller) {
+    const Function* f = nullptr;
+    if (c.method.empty()) {
+      f = m.find_function(c.callee);
+    } else if (!is_null(c.receiver) && m.text(c.receiver) == "self") {
+      f = m.find_method(m.class_of_function(caller), c.method);
+    }
+    if (!f) return -1;
+    return static_cast<int>(f - m.functions().data());
+  }
+
+  // `del p.grad` in [start, end).
+  static bool has_grad_delete(const Model& m, uint32_t start, uint32_t end) {
+    std::string_view text = m.source().text();
+    size_t at = start;
+    while ((at = text.find("del ", at)) != std::string_view::npos && at < end) {
+      size_t eol = text.find('\n', at);
+      std::string_view line = text.substr(at, std::min<size_t>(eol, end) - at);
+      if (contains(line, ".grad")) return true;
+      at += 4;
+    }
+    return false;
+  }
+
+  static void report(CheckContext& ctx, const Call& backward, const Call& step, int loop) {
+    const Model& m = ctx.model();
+    TSNode optimizer = stepped_optimizer(m, step);
+    std::string opt = code_snippet(m, optimizer, 40);
+    Diagnostic d = ctx.diagnostic(
+        backward.node,
+        fmt::format("`{}` adds this step's gradients to the ones already in `.grad`, and nothing in the loop "
+                    "clears them: each `{}` applies the sum of every gradient computed so far",
+                    code_snippet(m, backward.node, 40), code_snippet(m, step.node, 40)));
+    d.help = fmt::format("call `{}.zero_grad()` once per iteration, before the backward pass", opt);
+    std::vector<Edit> edits = insert_first(m, loop, opt + ".zero_grad()");
+    if (!edits.empty())
+      d.fix = Fix{fmt::format("Insert `{}.zero_grad()` at the start of the loop body", opt), FixSafety::Unsafe,
+                  std::move(edits)};
+    ctx.report(std::move(d));
+  }
+
+  // An edit that inserts `statement` before the first statement of the
+  // loop's body, at its indentation; none when the body shares the loop's
+  // line or the indentation is not plain whitespace.
+  static std::vector<Edit> insert_first(const Model& m, int loop, const std::string& statement) {
+    TSNode body = field(m.loops()[loop].node, "body");
+    if (is_null(body) || ts_node_named_child_count(body) == 0) return {};
+    TSNode first = ts_node_named_child(body, 0);
+    std::string_view text = m.source().text();
+    uint32_t at = start_byte(first);
+    size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
+    line_start = line_start == std::string_view::npos ? 0 : line_start + 1;
+    std::string_view indent = text.substr(line_start, at - line_start);
+    if (indent.empty() || indent.find_first_not_of(" \t") != std::string_view::npos) return {};
+    std::string newline = line_start >= 2 && text[line_start - 2] == '\r' ? "\r\n" : "\n";
+    return {Edit{at, at, statement + newline + std::string(indent)}};
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(MissingZeroGrad, "TL010")
+
+}  // namespace torchleak::python
