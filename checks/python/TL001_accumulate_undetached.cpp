@@ -71,19 +71,45 @@ class AccumulateUndetached final : public Check {
         b.statement,
         fmt::format("`{}` accumulates `{}` with its autograd graph, keeping every iteration's graph alive",
                     accumulator, value));
-    // A loss is a scalar: `.item()` is the idiom. The fix itself uses
-    // `.detach()`, which keeps the accumulator's type and device: `.item()`
-    // would turn a tensor total into a float and fail on a non-scalar.
+    // A loss is a scalar: `.item()` is the idiom, and the fix when the total
+    // is a Python number that is never used as a tensor. Otherwise `.detach()`,
+    // which keeps the accumulator's type and device: `.item()` would turn a
+    // tensor total into a float and fail on a non-scalar.
     TSNode part = attached_operand(m, added);
     std::string detached = code_snippet(with_suffix(m, added, part, ".detach()"), 60);
-    d.help = looks_like_loss(m, part)
-                 ? fmt::format("accumulate `{}` (a Python number) or `{}`",
-                               code_snippet(with_suffix(m, added, part, ".item()"), 60), detached)
-                 : fmt::format("accumulate `{}`", detached);
-    d.fix = Fix{fmt::format("Detach `{}` before accumulating it", code_snippet(m, part)),
-                private_to_function(m, b) ? FixSafety::Safe : FixSafety::Unsafe,
-                append_call_edits(m, part, ".detach()")};
+    bool loss = looks_like_loss(m, part);
+    d.help = loss ? fmt::format("accumulate `{}` (a Python number) or `{}`",
+                                code_snippet(with_suffix(m, added, part, ".item()"), 60), detached)
+                  : fmt::format("accumulate `{}`", detached);
+    bool private_total = private_to_function(m, b);
+    if (loss && private_total && number_total(m, b)) {
+      d.fix = Fix{fmt::format("Replace `{0}` with `{0}.item()`", code_snippet(m, part)), FixSafety::Safe,
+                  append_call_edits(m, part, ".item()")};
+    } else {
+      d.fix = Fix{fmt::format("Replace `{0}` with `{0}.detach()`", code_snippet(m, part)),
+                  private_total ? FixSafety::Safe : FixSafety::Unsafe, append_call_edits(m, part, ".detach()")};
+    }
     ctx.report(std::move(d));
+  }
+
+  // Whether the accumulator starts as a number literal (`total = 0.0`) and is
+  // never the receiver of a method call (`total.item()`, `total.cpu()`):
+  // adding `.item()` then keeps every later use of it working.
+  static bool number_total(const Model& m, const Binding& b) {
+    bool started = false;
+    for (const Binding* other : m.bindings_of(b.name, b.function)) {
+      if (other == &b || !other->op.empty()) continue;
+      if (!is_null(accumulated_value(m, *other))) continue;  // another `total = total + x`
+      Kind k = kind_of(unparenthesize(other->value));
+      if (other->kind != BindingKind::Assign || other->element >= 0 || (k != Kind::Integer && k != Kind::Float))
+        return false;
+      started = true;
+    }
+    if (!started) return false;
+    for (const Call& c : m.calls())
+      if (c.function == b.function && !is_null(c.receiver) && m.text(unparenthesize(c.receiver)) == b.name)
+        return false;
+    return true;
   }
 
   // `.detach()` changes nothing but the graph: values, dtype and device stay.

@@ -130,9 +130,13 @@ class Folder {
     if (!a || !b) return std::nullopt;
     std::string_view op = m_.text(field(n, "operator"));
     int64_t r = 0;
-    if (op == "+") return checked(__builtin_add_overflow(*a, *b, &r), r);
-    if (op == "-") return checked(__builtin_sub_overflow(*a, *b, &r), r);
-    if (op == "*") return checked(__builtin_mul_overflow(*a, *b, &r), r);
+    // The overflow test runs before r is read: function arguments have no
+    // evaluation order, so the two must not share one call.
+    bool overflow = false;
+    if (op == "+") overflow = __builtin_add_overflow(*a, *b, &r);
+    else if (op == "-") overflow = __builtin_sub_overflow(*a, *b, &r);
+    else if (op == "*") overflow = __builtin_mul_overflow(*a, *b, &r);
+    if (op == "+" || op == "-" || op == "*") return checked(overflow, r);
     if (op == "//") {
       if (*b == 0) return std::nullopt;
       int64_t q = *a / *b;

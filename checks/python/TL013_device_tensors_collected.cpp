@@ -193,6 +193,10 @@ class DeviceTensorsCollected final : public Check {
   static bool evaluation_loop(const Model& m, int loop) {
     if (m.is_step_loop(loop)) return true;
     if (m.loops()[loop].kind == LoopKind::Comprehension) return false;
+    // `for flip in (False, True):` runs a fixed number of times: what it
+    // collects is bounded by the literal, not by the dataset.
+    Kind iterable = kind_of(unparenthesize(field(m.loops()[loop].node, "right")));
+    if (iterable == Kind::Tuple || iterable == Kind::List || iterable == Kind::Set) return false;
     for (const Call& c : m.calls()) {
       if (c.function != m.loops()[loop].function || !m.loop_contains(loop, start_byte(c.node))) continue;
       if (m.is_module_instance(c.func)) return true;

@@ -46,13 +46,13 @@ expect_out < <(sed "s/@VERSION@/$version/" <<'JSON'
       "help": "@HELP(loss)@",
       "context": "train",
       "fix": {
-        "title": "@FIX(loss)@",
+        "title": "Replace `loss` with `loss.item()`",
         "safety": "safe",
         "edits": [
           {
             "start_byte": 401,
             "end_byte": 401,
-            "content": ".detach()"
+            "content": ".item()"
           }
         ]
       }
@@ -74,13 +74,13 @@ expect_out < <(sed "s/@VERSION@/$version/" <<'JSON'
       "help": "@HELP(loss)@",
       "context": "fit",
       "fix": {
-        "title": "@FIX(loss)@",
+        "title": "Replace `loss` with `loss.item()`",
         "safety": "safe",
         "edits": [
           {
             "start_byte": 208,
             "end_byte": 208,
-            "content": ".detach()"
+            "content": ".item()"
           }
         ]
       }

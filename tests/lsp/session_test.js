@@ -134,11 +134,11 @@ function applyEdits(text, edits) {
   const actions = (await take(response(ca), 'code actions')).result;
   check('code actions: the fix first, then suppress-on-this-line', () => {
     assert.deepStrictEqual(actions.map((a) => [a.title, a.kind]), [
-      ['Detach `loss` before accumulating it (TL001)', 'quickfix'],
+      ['Replace `loss` with `loss.item()` (TL001)', 'quickfix'],
       ['Suppress TL001 on this line', 'quickfix'],
     ]);
     assert.deepStrictEqual(actions[0].edit.changes[trainUri], [
-      { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '.detach()' },
+      { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '.item()' },
     ]);
     assert.deepStrictEqual(actions[1].edit.changes[trainUri], [
       { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '  # noqa: TL001' },
@@ -162,7 +162,7 @@ function applyEdits(text, edits) {
   });
   const ca2 = request('textDocument/codeAction', { textDocument: { uri: trainUri }, range: uni.params.diagnostics[0].range, context: { diagnostics: uni.params.diagnostics } });
   const fixed = applyEdits(UNICODE, (await take(response(ca2), 'code actions 2')).result[0].edit.changes[trainUri]);
-  check('the fix lands after the non-ASCII text', () => assert.ok(fixed.includes('tag = "Verlust→Σ𝔏"; total_loss += loss.detach()')));
+  check('the fix lands after the non-ASCII text', () => assert.ok(fixed.includes('tag = "Verlust→Σ𝔏"; total_loss += loss.item()')));
 
   // An unsaved buffer takes precedence over the file on disk.
   notify('textDocument/didOpen', { textDocument: { uri: unsavedUri, languageId: 'python', version: 7, text: TRAIN } });
