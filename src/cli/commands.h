@@ -32,6 +32,7 @@ struct CheckArgs {
 struct RuleArgs {
   std::string name;
   bool all = false;
+  bool table = false;
   std::string output_dir;
 };
 

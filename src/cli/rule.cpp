@@ -1,5 +1,7 @@
 // `torchleak rule`: a rule's documentation from the catalogue, the same text
-// as docs/rules/*.md, which `rule --all --output-dir docs/rules` regenerates.
+// as docs/rules/*.md, which `rule --all --output-dir docs/rules` regenerates
+// (with docs/rules/README.md, the index). `rule --table` prints the index
+// table that README.md carries between its `<!-- rules -->` markers.
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -14,6 +16,40 @@ namespace fs = std::filesystem;
 namespace torchleak {
 
 namespace {
+
+std::string languages_of(const RuleInfo& r) {
+  std::string out;
+  for (const auto& l : r.languages) out += (out.empty() ? "" : ", ") + (l == "cpp" ? std::string("C++") : l == "python" ? std::string("Python") : l);
+  return out;
+}
+
+std::string fix_of(const RuleInfo& r) {
+  switch (r.fix_availability) {
+    case FixAvailability::Safe: return "safe";
+    case FixAvailability::Unsafe: return "unsafe";
+    case FixAvailability::None: break;
+  }
+  return "";
+}
+
+// Every rule, one row each, links relative to `link_prefix`.
+std::string rule_table(const Catalogue& catalogue, std::string_view link_prefix) {
+  std::string out = "| code | name | languages | fix | finds |\n| --- | --- | --- | --- | --- |\n";
+  for (const auto& r : catalogue.rules()) {
+    std::string summary;
+    for (char c : r.summary) summary += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+    out += fmt::format("| [{}]({}{}) | {} | {} | {} | {} |\n", r.id, link_prefix, r.doc_file(), r.name,
+                       languages_of(r), fix_of(r), summary);
+  }
+  return out;
+}
+
+std::string index_page(const Catalogue& catalogue) {
+  return "# Rules\n\nEvery rule torchleak checks, rendered from the catalogue in `rules/`. The fix column says\n"
+         "whether `torchleak check --fix` applies the rule's fix (safe) or only `--fix --unsafe-fixes` does\n"
+         "(unsafe).\n\n" +
+         rule_table(catalogue, "");
+}
 
 // One page per rule; pages of rules no longer in the catalogue (renamed or
 // removed) are deleted, so the directory mirrors the catalogue exactly.
@@ -36,6 +72,16 @@ int write_pages(const Catalogue& catalogue, const fs::path& dir) {
       return 2;
     }
   }
+  {
+    fs::path index = dir / "README.md";
+    std::ofstream out(index, std::ios::binary | std::ios::trunc);
+    out << index_page(catalogue);
+    out.close();
+    if (!out) {
+      fmt::print(stderr, "torchleak: error: {}: cannot write\n", index.string());
+      return 2;
+    }
+  }
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     std::string name = entry.path().filename().string();
     // TLnnn-name.md: what doc_file() names a page; anything else is left alone.
@@ -55,12 +101,20 @@ void add_rule_options(CLI::App& cmd, RuleArgs& a) {
   cmd.add_option("--output-dir", a.output_dir,
                  "With --all: write one Markdown page per rule into this directory (as docs/rules/)")
       ->needs(all);
+  CLI::Option* table = cmd.add_flag("--table", a.table,
+                                    "Print the Markdown table of every rule, as README.md carries it");
   name->excludes(all);
+  name->excludes(table);
+  table->excludes(all);
 }
 
 int run_rule(const RuleArgs& a) {
   const Catalogue& catalogue = Catalogue::builtin();
   if (a.all && !a.output_dir.empty()) return write_pages(catalogue, a.output_dir);
+  if (a.table) {
+    fmt::print("{}", rule_table(catalogue, "docs/rules/"));
+    return 0;
+  }
   if (a.all) {
     bool first = true;
     for (const auto& r : catalogue.rules()) {
