@@ -18,6 +18,7 @@
 #include "core/baseline.h"
 #include "core/catalogue.h"
 #include "core/engine.h"
+#include "core/fixer.h"
 #include "report/report.h"
 
 namespace fs = std::filesystem;
@@ -112,6 +113,58 @@ std::string write_atomically(const std::string& path, const std::string& text) {
   return {};
 }
 
+size_t fixes_in(const std::vector<FixedFile>& files) {
+  size_t n = 0;
+  for (const auto& f : files) n += static_cast<size_t>(f.fixes_applied);
+  return n;
+}
+
+// "fixed 2 problems in 1 file; 1 remains (1 fixable with --unsafe-fixes)"
+// on stderr, as ruff counts them.
+void print_fix_summary(const FixReport& r, const std::vector<Diagnostic>& remaining, bool unsafe) {
+  size_t fixes = fixes_in(r.files);
+  size_t hidden = 0;
+  if (!unsafe)
+    for (const auto& d : remaining)
+      if (d.fix && d.fix->safety == FixSafety::Unsafe && !d.fix->edits.empty()) ++hidden;
+  fmt::print(stderr, "torchleak: fixed {} problem{} in {} file{}; {} remain{}{}\n", fixes, fixes == 1 ? "" : "s",
+             r.files.size(), r.files.size() == 1 ? "" : "s", remaining.size(), remaining.size() == 1 ? "s" : "",
+             hidden ? fmt::format(" ({} fixable with --unsafe-fixes)", hidden) : "");
+}
+
+// --diff: the fixes as one unified diff per file on standard output, nothing
+// written; exit 1 when there is something to fix (as ruff --diff), 2 on an
+// error.
+int print_fix_diff(const RunOptions& options, const CheckArgs& a) {
+  FixOptions fo;
+  fo.unsafe = a.unsafe_fixes;
+  fo.write = false;
+  FixReport r = fix(options, fo);
+  if (!r.remaining.fatal.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", r.remaining.fatal);
+    return 2;
+  }
+  if (r.remaining.cancelled) {
+    fmt::print(stderr, "torchleak: interrupted\n");
+    return 130;
+  }
+  for (const auto& e : r.remaining.errors) fmt::print(stderr, "torchleak: error: {}: {}\n", e.path, e.message);
+  for (const auto& e : r.dropped) fmt::print(stderr, "torchleak: warning: {}: {}\n", e.path, e.message);
+  std::string text;
+  for (const auto& f : r.files) text += unified_diff(f.path, f.original, f.fixed);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  if (std::fflush(stdout) != 0) {
+    fmt::print(stderr, "torchleak: error: cannot write the diff to standard output: {}\n", std::strerror(errno));
+    return 2;
+  }
+  size_t fixes = fixes_in(r.files);
+  if (!a.quiet)
+    fmt::print(stderr, "torchleak: would fix {} problem{} in {} file{}\n", fixes, fixes == 1 ? "" : "s",
+               r.files.size(), r.files.size() == 1 ? "" : "s");
+  if (!r.remaining.errors.empty()) return 2;
+  return fixes > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 void add_check_options(CLI::App& cmd, CheckArgs& a) {
@@ -160,6 +213,13 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       cmd.add_option("--baseline", a.baseline, "Report only the findings not recorded in this baseline file");
   cmd.add_option("--write-baseline", a.write_baseline, "Record the current findings in this baseline file and exit")
       ->excludes(baseline);
+  CLI::Option* fix = cmd.add_flag("--fix", a.fix, "Apply the safe fixes to the files, then report what remains");
+  CLI::Option* diff =
+      cmd.add_flag("--diff", a.diff, "Print the fixes as a unified diff instead of writing them; exit 1 if there are any");
+  cmd.add_flag("--unsafe-fixes", a.unsafe_fixes, "With --fix or --diff: also the fixes that may change behaviour");
+  diff->excludes(fix);
+  fix->excludes("--write-baseline");
+  diff->excludes("--write-baseline");
 }
 
 int run_check(const CheckArgs& a) {
@@ -194,10 +254,21 @@ int run_check(const CheckArgs& a) {
       return 2;
     }
   }
+  if (a.unsafe_fixes && !a.fix && !a.diff) {
+    fmt::print(stderr, "torchleak: error: --unsafe-fixes goes with --fix or --diff\n");
+    return 2;
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
-  RunResult result = run(options);
+  if (a.diff) return print_fix_diff(options, a);
+  std::optional<FixReport> fixed;
+  if (a.fix) {
+    FixOptions fo;
+    fo.unsafe = a.unsafe_fixes;
+    fixed = fix(options, fo);
+  }
+  RunResult result = fixed ? std::move(fixed->remaining) : run(options);
   if (!result.fatal.empty()) {
     fmt::print(stderr, "torchleak: error: {}\n", result.fatal);
     return 2;
@@ -207,6 +278,12 @@ int run_check(const CheckArgs& a) {
     return 130;
   }
   for (const auto& e : result.errors) fmt::print(stderr, "torchleak: error: {}: {}\n", e.path, e.message);
+  bool write_failed = false;
+  if (fixed) {
+    for (const auto& e : fixed->dropped) fmt::print(stderr, "torchleak: warning: {}: {}\n", e.path, e.message);
+    for (const auto& e : fixed->write_errors) fmt::print(stderr, "torchleak: error: {}: cannot write the fixes: {}\n", e.path, e.message);
+    write_failed = !fixed->write_errors.empty();
+  }
   if (!a.quiet)
     for (const auto& n : result.notes) fmt::print(stderr, "torchleak: note: {}: {}\n", n.path, n.message);
   if (!a.write_baseline.empty()) {
@@ -227,6 +304,8 @@ int run_check(const CheckArgs& a) {
                  a.baseline, gone, gone == 1 ? "" : "s", gone == 1 ? "s" : "");
   }
 
+  if (fixed && !a.quiet) print_fix_summary(*fixed, result.diagnostics, a.unsafe_fixes);
+
   report::Options ropt;
   ropt.color = format == report::Format::Text && use_color(a.color, a.output.empty() && ::isatty(STDOUT_FILENO));
   ropt.statistics = a.statistics;
@@ -246,7 +325,7 @@ int run_check(const CheckArgs& a) {
     fmt::print(stderr, "torchleak: error: {}: cannot write the report: {}\n", a.output, why);
     return 2;
   }
-  if (!result.errors.empty()) return 2;
+  if (!result.errors.empty() || write_failed) return 2;
   if (!result.diagnostics.empty() && !a.exit_zero) return 1;
   return 0;
 }

@@ -27,6 +27,9 @@ struct CheckArgs {
   bool isolated = false;                    // read no configuration file
   bool report_unused_suppressions = false;  // TL100
   std::string baseline, write_baseline;
+  // Fixes: --fix writes the safe ones, --unsafe-fixes adds the unsafe ones,
+  // --diff prints what --fix would write and writes nothing.
+  bool fix = false, unsafe_fixes = false, diff = false;
 };
 
 struct RuleArgs {

@@ -165,6 +165,7 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
     }
     report.fixes_applied += applied_this_pass;
     if (applied_this_pass == 0) {
+      report.converged = true;
       report.remaining = std::move(result);
       break;
     }

@@ -31,6 +31,9 @@ struct FixReport {
   std::vector<FileError> write_errors;
   int fixes_applied = 0;
   RunResult remaining;  // the findings left after fixing
+  // The last pass found nothing more to fix in the fixed text: fixing it
+  // again changes nothing. False when max_passes ran out first.
+  bool converged = false;
 };
 
 // Applies `edits` (byte ranges of `text`, possibly overlapping; an overlapping

@@ -9,10 +9,12 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <map>
 #include <tuple>
 
 #include "core/catalogue.h"
 #include "core/engine.h"
+#include "core/fixer.h"
 
 namespace fs = std::filesystem;
 using namespace torchleak;
@@ -129,6 +131,45 @@ TEST_P(Fixture, FindingsEqualMarkers) {
   }
   for (const auto& e : expected) want.insert(e);
   EXPECT_EQ(describe(got), describe(want)) << "fixture: " << GetParam().front().string();
+}
+
+// Every fix on its fixtures: a file whose findings carry fixes has beside it
+// `<file>.fixed`, the text after `--fix --unsafe-fixes`; a file without fixes
+// has none. The fixer's last pass, over the fixed text, fixes nothing.
+TEST_P(Fixture, FixesEqualExpectedOutput) {
+  RunOptions options;
+  for (const auto& p : GetParam()) {
+    options.paths.push_back(p.string());
+    for (const auto& e : markers(p.string(), read(p)))
+      if (!Catalogue::builtin().find(e.rule)) GTEST_SKIP() << e.rule << " has no catalogue entry (rules/) yet";
+  }
+  options.paths.erase(options.paths.begin());  // the default "."
+  options.jobs = 1;
+  options.use_config_files = false;
+#ifdef TORCHLEAK_TEST_CACHE_DIR
+  options.config.cpp_cache_dir = TORCHLEAK_TEST_CACHE_DIR;
+#endif
+  FixOptions fo;
+  fo.unsafe = true;
+  fo.write = false;
+  FixReport report = fix(options, fo);
+  for (const auto& e : report.dropped) ADD_FAILURE() << e.path << ": " << e.message;
+  std::map<std::string, std::string> fixed;
+  for (const auto& f : report.files) fixed[f.path] = f.fixed;
+  for (const auto& p : GetParam()) {
+    fs::path expected_path = p.string() + ".fixed";
+    auto it = fixed.find(p.string());
+    if (it == fixed.end()) {
+      EXPECT_FALSE(fs::exists(expected_path)) << expected_path.string() << " exists, but no fix applies to " << p.string();
+      continue;
+    }
+    ASSERT_TRUE(fs::exists(expected_path))
+        << p.string() << " has fixes: record their result in " << expected_path.filename().string()
+        << " (torchleak check --fix --unsafe-fixes --diff shows it)";
+    EXPECT_EQ(it->second, read(expected_path)) << "fixed text of " << p.string();
+  }
+  // The last pass found nothing to fix in the fixed text.
+  EXPECT_TRUE(report.converged) << "fixing the fixed text changes it again";
 }
 
 std::string fixture_name(const ::testing::TestParamInfo<std::vector<fs::path>>& info) {
