@@ -303,4 +303,16 @@ RunResult run_sources(const std::vector<SourceFile>& files, const Config& config
   return out;
 }
 
+RunResult run_sources(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
+                      unsigned jobs) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Slot> slots(files.size());
+  for (size_t i = 0; i < slots.size(); ++i) slots[i].config = configs.at(i);
+  parallel_for(files.size(), effective_jobs(jobs), [&](size_t i) { analyze_one(files[i], *slots[i].config, slots[i]); },
+               nullptr);
+  RunResult out = finish(slots, false);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 }  // namespace torchleak

@@ -57,6 +57,10 @@ RunResult run(const RunOptions& options);
 // Analyzes in-memory sources as one project (tests, the language server).
 RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1,
                       bool report_unused_suppressions = false);
+// The same, each file with its own settings (configs[i] for files[i]; the
+// language server resolves each file's nearest configuration file).
+RunResult run_sources(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
+                      unsigned jobs = 1);
 
 // Runs `work(i)` for i in [0, n) on `jobs` threads (the calling thread is
 // one of them), each taking the next index as it finishes the previous one.

@@ -14,6 +14,7 @@
 
 #include "core/analysis.h"
 #include "core/catalogue.h"
+#include "core/config_file.h"
 #include "core/discovery.h"
 #include "core/engine.h"
 #include "version.h"
@@ -351,18 +352,45 @@ std::vector<json> Server::analyze() {
     seen.insert(path);
   }
   if (files.empty()) return {};
+  // Each file's settings: its nearest configuration file, as `torchleak
+  // check` resolves them. A bad configuration file is shown to the user
+  // (once per distinct message) and its files are analyzed with defaults.
+  ConfigResolver resolver(Config{}, "", true);
+  std::vector<json> out;
+  auto config_for = [&](const std::string& path) -> const Config* {
+    try {
+      return &resolver.for_file(path);
+    } catch (const ConfigError& e) {
+      if (config_errors_shown_.insert(e.what()).second)
+        out.push_back({{"jsonrpc", "2.0"},
+                       {"method", "window/showMessage"},
+                       {"params", {{"type", 1}, {"message", std::string("torchleak: ") + e.what()}}}});
+      std::cerr << "torchleak lsp: " << e.what() << "\n";
+      return &default_config_;
+    }
+  };
+  std::vector<const Config*> configs;
+  for (const auto& f : files) configs.push_back(config_for(f.path));
   if (!root_.empty()) {
     DiscoveryOptions dopt;
+    dopt.excluded_by_config = [&](const std::string& p) {
+      try {
+        return resolver.excluded(p);
+      } catch (const ConfigError&) {
+        return false;  // shown when the file's own settings are resolved
+      }
+    };
     DiscoveredFiles found = discover({root_}, dopt, [](const std::string& p) { return frontend_for(p) != nullptr; });
     for (const auto& p : found.files) {
       std::string path = normalized_path(p);
       if (seen.count(path)) continue;
       std::string text;
-      if (read_file(path, text)) files.push_back({path, std::move(text)});
+      if (!read_file(path, text)) continue;
+      files.push_back({path, std::move(text)});
+      configs.push_back(config_for(path));
     }
   }
-  Config config;
-  RunResult result = run_sources(files, config, 0);
+  RunResult result = run_sources(files, configs, 0);
   std::map<std::string, std::vector<Diagnostic>> by_uri;
   for (auto& d : result.diagnostics) {
     auto it = path_to_uri.find(d.path);
@@ -371,7 +399,6 @@ std::vector<json> Server::analyze() {
   for (const auto& e : result.errors) {
     if (path_to_uri.count(e.path)) std::cerr << "torchleak lsp: " << e.path << ": " << e.message << "\n";
   }
-  std::vector<json> out;
   for (const auto& [uri, doc] : documents_) {
     if (!path_to_uri.count(normalized_path(uri_to_path(uri)))) continue;
     json diags = json::array();

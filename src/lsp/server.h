@@ -6,11 +6,13 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/config.h"
 #include "core/diagnostic.h"
 
 namespace torchleak::lsp {
@@ -87,6 +89,8 @@ class Server {
   std::string root_;  // workspace folder, absolute; empty when none
   std::map<std::string, Document> documents_;           // by URI
   std::map<std::string, std::vector<Diagnostic>> last_;  // by URI, for code actions
+  std::set<std::string> config_errors_shown_;  // bad configuration files already reported
+  Config default_config_;                        // for files whose configuration file is bad
   std::map<std::string, int> analyzed_version_;          // by URI
   std::optional<std::chrono::steady_clock::time_point> pending_;
   bool initialized_ = false;

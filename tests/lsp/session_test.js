@@ -196,6 +196,28 @@ function applyEdits(text, edits) {
   const cleared = await take(diagnosticsFor(unsavedUri), 'cleared diagnostics');
   check('didClose clears the document\'s diagnostics', () => assert.deepStrictEqual(cleared.params.diagnostics, []));
 
+  // The workspace's configuration files apply, the nearest one per file, as
+  // for `torchleak check`: one ignores TL001, one is malformed (shown to the
+  // user, and its files analyzed with the defaults).
+  fs.mkdirSync(path.join(workspace, 'quiet'));
+  fs.writeFileSync(path.join(workspace, 'quiet', 'torchleak.toml'), 'ignore = ["TL001"]\n');
+  fs.writeFileSync(path.join(workspace, 'quiet', 'train.py'), TRAIN);
+  const quietUri = pathToFileURL(path.join(workspace, 'quiet', 'train.py')).href;
+  notify('textDocument/didOpen', { textDocument: { uri: quietUri, languageId: 'python', version: 1, text: TRAIN } });
+  const quiet = await take(diagnosticsFor(quietUri, 1), 'diagnostics under a configuration file');
+  check('the nearest configuration file applies (ignore = ["TL001"])', () => assert.deepStrictEqual(quiet.params.diagnostics, []));
+  fs.mkdirSync(path.join(workspace, 'bad'));
+  fs.writeFileSync(path.join(workspace, 'bad', 'torchleak.toml'), 'select = 3\n');
+  const badUri = pathToFileURL(path.join(workspace, 'bad', 'train.py')).href;
+  notify('textDocument/didOpen', { textDocument: { uri: badUri, languageId: 'python', version: 1, text: TRAIN } });
+  const shown = await take((m) => m.method === 'window/showMessage', 'the bad configuration shown');
+  const bad = await take(diagnosticsFor(badUri, 1), 'diagnostics under a bad configuration file');
+  check('a bad configuration file is shown as an error naming the file and the key', () => {
+    assert.strictEqual(shown.params.type, 1);
+    assert.match(shown.params.message, /^torchleak: .*bad\/torchleak\.toml.*select/);
+  });
+  check('files under a bad configuration file are analyzed with the defaults', () => assert.strictEqual(bad.params.diagnostics.length, 1));
+
   const sd = request('shutdown', null);
   const sdReply = await take(response(sd), 'shutdown');
   check('shutdown answers with result null', () => assert.strictEqual(sdReply.result, null));
