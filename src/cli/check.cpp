@@ -51,6 +51,7 @@ bool parse_format(const std::string& s, report::Format& f) {
   else if (s == "json") f = report::Format::Json;
   else if (s == "sarif") f = report::Format::Sarif;
   else if (s == "github") f = report::Format::Github;
+  else if (s == "gitlab") f = report::Format::Gitlab;
   else return false;
   return true;
 }
@@ -186,8 +187,8 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--format", a.format, "Output format: text, json, sarif or github")
-      ->check(CLI::IsMember({"text", "json", "sarif", "github"}));
+  cmd.add_option("--format", a.format, "Output format: text, json, sarif, github or gitlab")
+      ->check(CLI::IsMember({"text", "json", "sarif", "github", "gitlab"}));
   cmd.add_option("-o,--output", a.output, "Write the report to this file instead of standard output");
   cmd.add_option("--color", a.color, "Colour the text report: auto (on a terminal), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
@@ -226,7 +227,7 @@ int run_check(const CheckArgs& a) {
   report::Format format;
   if (!parse_format(a.format, format)) return 2;
   if (!validate_rule_list(a.select, "--select") || !validate_rule_list(a.ignore, "--ignore")) return 2;
-  if (a.statistics && (format == report::Format::Sarif || format == report::Format::Github)) {
+  if (a.statistics && format != report::Format::Text && format != report::Format::Json) {
     fmt::print(stderr, "torchleak: error: --statistics goes with --format text (json always has them)\n");
     return 2;
   }
@@ -310,7 +311,8 @@ int run_check(const CheckArgs& a) {
   ropt.color = format == report::Format::Text && use_color(a.color, a.output.empty() && ::isatty(STDOUT_FILENO));
   ropt.statistics = a.statistics;
   ropt.quiet = a.quiet;
-  if (format == report::Format::Sarif || format == report::Format::Github) ropt.srcroot = find_srcroot();
+  if (format == report::Format::Sarif || format == report::Format::Github || format == report::Format::Gitlab)
+    ropt.srcroot = find_srcroot();
   if (format == report::Format::Sarif && result.diagnostics.size() > 25000)
     fmt::print(stderr, "torchleak: warning: {} results; the SARIF report keeps the first 25000 (code scanning's limit)\n",
                result.diagnostics.size());

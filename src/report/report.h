@@ -10,13 +10,13 @@
 
 namespace torchleak::report {
 
-enum class Format { Text, Json, Sarif, Github };
+enum class Format { Text, Json, Sarif, Github, Gitlab };
 
 struct Options {
   bool color = false;       // text: ANSI colours
   bool statistics = false;  // text: counts per rule instead of the findings
   bool quiet = false;       // text: the findings only, no closing summary
-  std::string srcroot;      // sarif, github: the directory paths are made relative to
+  std::string srcroot;      // sarif, github, gitlab: the directory paths are made relative to
 };
 
 std::string render(Format format, const RunResult& result, const Options& options);
@@ -25,6 +25,13 @@ std::string render_text(const RunResult& result, const Options& options);
 std::string render_json(const RunResult& result, const Options& options);
 std::string render_sarif(const RunResult& result, const Options& options);
 std::string render_github(const RunResult& result, const Options& options);
+std::string render_gitlab(const RunResult& result, const Options& options);
+
+// What a finding is, not where it is: the rule, the repository path, the
+// enclosing function and the line's text without whitespace. SARIF's
+// partialFingerprints and GitLab's fingerprint hash it (with the number of
+// the occurrence, for identical findings in one function).
+std::string fingerprint_basis(const Diagnostic& d, const std::string& path);
 
 // Column conversions from a 0-based byte offset within `line`.
 uint32_t utf16_column(std::string_view line, uint32_t byte_column);     // 0-based UTF-16 units

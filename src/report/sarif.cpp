@@ -32,13 +32,6 @@ std::string uri_reference(std::string_view path) {
   return out;
 }
 
-std::string without_whitespace(std::string_view s) {
-  std::string out;
-  for (char c : s)
-    if (!std::isspace(static_cast<unsigned char>(c))) out += c;
-  return out;
-}
-
 // Catalogue prose is wrapped at a fixed width; a SARIF viewer wraps text
 // itself. Lines of a paragraph are joined, paragraphs and list items kept.
 std::string unwrapped(std::string_view text) {
@@ -137,6 +130,13 @@ Json invocation(const RunResult& result, const Options& options) {
 
 }  // namespace
 
+std::string fingerprint_basis(const Diagnostic& d, const std::string& path) {
+  std::string out = d.rule_id + "\n" + path + "\n" + d.context + "\n";
+  for (char c : d.source_line)
+    if (!std::isspace(static_cast<unsigned char>(c))) out += c;
+  return out;
+}
+
 std::string render_sarif(const RunResult& result, const Options& options) {
   const Catalogue& catalogue = Catalogue::builtin();
   Json rules = Json::array();
@@ -152,9 +152,7 @@ std::string render_sarif(const RunResult& result, const Options& options) {
     if (results.size() == kMaxResults) break;
     const RuleInfo* rule = catalogue.find(d.rule_id);
     std::string uri = uri_reference(repository_path(d.path, options.srcroot));
-    // What the finding is, not where: the rule, the file, the enclosing
-    // function and the line's text without whitespace.
-    std::string basis = d.rule_id + "\n" + uri + "\n" + d.context + "\n" + without_whitespace(d.source_line);
+    std::string basis = fingerprint_basis(d, uri);
     int nth = ++occurrences[basis];
     Json res = {{"ruleId", d.rule_id}};
     if (auto it = rule_index.find(d.rule_id); it != rule_index.end()) res["ruleIndex"] = it->second;

@@ -119,6 +119,7 @@ std::string render(Format format, const RunResult& result, const Options& option
     case Format::Json: return render_json(result, options);
     case Format::Sarif: return render_sarif(result, options);
     case Format::Github: return render_github(result, options);
+    case Format::Gitlab: return render_gitlab(result, options);
   }
   return {};
 }
