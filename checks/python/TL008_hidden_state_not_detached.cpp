@@ -508,7 +508,7 @@ class HiddenStateNotDetached final : public Check {
       if (states.empty()) continue;
       if (!sums) sums = summarize(m);
       int loop = training_loop(m, *sums, c);
-      if (loop < 0) continue;
+      if (loop < 0 || forward_detaches(m, *sums, c)) continue;
       std::vector<FedState> kept;
       std::vector<std::pair<FedState, std::set<std::string>>> undecided;
       for (const FedState& s : states) {
@@ -532,6 +532,47 @@ class HiddenStateNotDetached final : public Check {
   static bool runs_module(const Model& m, const Call& c) {
     if (m.is_module_instance(c.func)) return true;
     return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
+  }
+
+  // Whether the module's own forward of this file returns a detached value
+  // (`return out, h.detach()`): the caller then feeds back no history. The
+  // class is the one the module was built from when the file says so, else
+  // every Module class of the file with such a forward counts.
+  static bool forward_detaches(const Model& m, const Summaries& sums, const Call& c) {
+    TSNode module = c.method == "forward" && !is_null(c.receiver) ? c.receiver : c.func;
+    int cls = -1;
+    std::string name = m.qualify(module);
+    if (!name.empty() && name.find('.') == std::string::npos) {
+      const Binding* b = m.reaching(name, start_byte(c.node), c.function);
+      TSNode v = b && b->kind == BindingKind::Assign && b->element < 0 ? unparenthesize(b->value) : TSNode{};
+      while (!is_null(v) && kind_of(v) == Kind::Call && kind_of(field(v, "function")) == Kind::Attribute)
+        v = unparenthesize(field(field(v, "function"), "object"));  // Net(...).to(device)
+      if (!is_null(v) && kind_of(v) == Kind::Call)
+        if (const Class* k = m.find_class(m.qualify(field(v, "function")))) cls = static_cast<int>(k - m.classes().data());
+    }
+    for (size_t k = 0; k < m.classes().size(); ++k) {
+      if (cls >= 0 && static_cast<int>(k) != cls) continue;
+      if (!m.class_is_module(static_cast<int>(k))) continue;
+      int fwd = index_of(m, m.find_method(static_cast<int>(k), "forward"));
+      if (fwd >= 0 && returns_detached(m, sums, fwd)) return true;
+    }
+    return false;
+  }
+
+  static bool returns_detached(const Model& m, const Summaries& sums, int fn) {
+    std::vector<TSNode> work{m.functions()[fn].body};
+    while (!work.empty()) {
+      TSNode n = work.back();
+      work.pop_back();
+      Kind k = kind_of(n);
+      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+      if (k == Kind::ReturnStatement) {
+        if (value_detaches(m, sums, n).detaches) return true;
+        continue;
+      }
+      for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    }
+    return false;
   }
 
   // The innermost loop around the call (comprehensions aside) whose
