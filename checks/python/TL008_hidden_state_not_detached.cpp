@@ -293,11 +293,43 @@ bool iterates_over(const Model& m, TSNode node, TSNode stop, std::string_view va
   return false;
 }
 
+// Whether `node` sits under `if <name> is None:` (up to `stop`): a lazy
+// first initialisation, which runs once and starts nothing afresh.
+bool under_none_test(const Model& m, TSNode node, TSNode stop, std::string_view name) {
+  for (TSNode p = ts_node_parent(node); !is_null(p) && !ts_node_eq(p, stop); p = ts_node_parent(p)) {
+    if (kind_of(p) != Kind::IfStatement) continue;
+    TSNode cond = unparenthesize(field(p, "condition"));
+    if (kind_of(cond) != Kind::ComparisonOperator || ts_node_named_child_count(cond) != 2) continue;
+    TSNode left = unparenthesize(ts_node_named_child(cond, 0)), right = ts_node_named_child(cond, 1);
+    std::string_view op = m.text(cond).substr(end_byte(left) - start_byte(cond), start_byte(right) - end_byte(left));
+    bool is_none_test = kind_of(right) == Kind::None && op.find("is") != std::string_view::npos &&
+                        op.find("not") == std::string_view::npos;
+    if (is_none_test && m.qualify(left) == name) return true;
+  }
+  return false;
+}
+
+// Whether `loop` starts state `name` afresh: a for or with target, or an
+// assignment whose value does not read it (`h = model.init_hidden(bs)`,
+// `h = None`), unless it only fills a state that is None (`if h is None:`).
+bool started_afresh(const Model& m, std::string_view name, int loop) {
+  const Loop& l = m.loops()[loop];
+  for (const Binding* b : m.bindings_of(name, l.function)) {
+    if (!m.loop_contains(loop, b->start)) continue;
+    if (b->kind == BindingKind::ForTarget || b->kind == BindingKind::WithTarget) return true;
+    if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
+    if (!is_null(b->value) && m.mentions(b->value, name)) continue;
+    if (under_none_test(m, b->statement, l.node, name)) continue;
+    return true;
+  }
+  return false;
+}
+
 // What happens to state `name` inside `loop`, the feedback statement aside.
 enum class Fate { Kept, Freed, Undecided };
 
 Fate fate_in_loop(const Model& m, const Summaries& sums, std::string_view name, int loop, TSNode feedback, std::set<std::string>& helpers) {
-  if (m.reset_in_loop(name, loop)) return Fate::Freed;
+  if (started_afresh(m, name, loop)) return Fate::Freed;
   const Loop& l = m.loops()[loop];
   bool undecided = false;
   auto weigh = [&](TSNode value) {
