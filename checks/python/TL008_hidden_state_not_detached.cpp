@@ -371,27 +371,31 @@ enum class Shape { Unknown, Tensor, Tuple };
 
 Shape shape_of(const Model& m, TSNode v, int depth = 0);
 
-// The shape every return statement of `fn` gives (nested functions aside).
-Shape returned_shape(const Model& m, int fn, int depth) {
-  const Function& f = m.functions()[fn];
-  Shape s = Shape::Unknown;
-  bool any = false;
-  std::vector<TSNode> work{f.body};
+// The `return <expr>` values directly in function `fn` (not in nested ones).
+std::vector<TSNode> returned_values(const Model& m, int fn) {
+  std::vector<TSNode> out;
+  std::vector<TSNode> work{m.functions()[fn].body};
   while (!work.empty()) {
     TSNode n = work.back();
     work.pop_back();
     Kind k = kind_of(n);
     if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
     if (k == Kind::ReturnStatement) {
-      TSNode value = ts_node_named_child_count(n) ? ts_node_named_child(n, 0) : TSNode{};
-      Shape r = is_null(value) ? Shape::Unknown : shape_of(m, value, depth + 1);
-      if (r == Shape::Unknown || (any && r != s)) return Shape::Unknown;
-      s = r;
-      any = true;
+      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
       continue;
     }
     for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
   }
+  return out;
+}
+
+// The shape every return statement of `fn` gives.
+Shape returned_shape(const Model& m, int fn, int depth) {
+  std::vector<TSNode> values = returned_values(m, fn);
+  if (values.empty()) return Shape::Unknown;
+  Shape s = shape_of(m, values.front(), depth + 1);
+  for (TSNode v : values)
+    if (shape_of(m, v, depth + 1) != s) return Shape::Unknown;
   return s;
 }
 
@@ -592,19 +596,9 @@ class HiddenStateNotDetached final : public Check {
   }
 
   static bool returns_detached(const Model& m, const Summaries& sums, int fn) {
-    std::vector<TSNode> work{m.functions()[fn].body};
-    while (!work.empty()) {
-      TSNode n = work.back();
-      work.pop_back();
-      Kind k = kind_of(n);
-      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-      if (k == Kind::ReturnStatement) {
-        if (value_detaches(m, sums, n).detaches) return true;
-        continue;
-      }
-      for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
-    }
-    return false;
+    std::vector<TSNode> values = returned_values(m, fn);
+    return std::any_of(values.begin(), values.end(),
+                       [&](TSNode v) { return value_detaches(m, sums, v).detaches; });
   }
 
   // The innermost loop around the call (comprehensions aside) whose
