@@ -15,13 +15,15 @@
 //     such loop is the one the state must not survive undetached;
 //   - the state bound before that loop (a parameter, an attribute, an
 //     earlier assignment), not started afresh inside it (`h =
-//     model.init_hidden(bs)`, `h = None`), and not detached inside it:
+//     model.init_hidden(bs)`, `h = None`; a lazy first initialisation under
+//     `if h is None:` does not count), and not detached inside it:
 //     `h.detach()` / `.data` anywhere in a rebinding, `h.detach_()` (also
 //     over the elements of a tuple), or a helper that detaches
 //     (`repackage_hidden(h)`). A helper of this file is read; a helper of
 //     another analyzed file is read through the project index
 //     ("detaching-function" facts); a helper found nowhere counts as
-//     detaching.
+//     detaching;
+//   - no module of the file whose forward returns the state detached.
 // A state stored on `self` by a module's own forward is TL003's finding.
 #include <fmt/format.h>
 
@@ -251,7 +253,7 @@ TSNode assignment_of(TSNode call) {
 std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignment) {
   std::vector<std::string> targets;
   target_names(m, field(assignment, "left"), targets);
-  std::vector<std::pair<std::string, bool>> args;
+  std::vector<std::pair<std::string, bool>> args, input;
   bool first_positional = true;
   for (uint32_t i = 0; i < ts_node_named_child_count(c.args); ++i) {
     TSNode a = ts_node_named_child(c.args, i);
@@ -259,6 +261,7 @@ std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignmen
     if (k == Kind::Comment || k == Kind::ListSplat || k == Kind::DictionarySplat) continue;
     if (k != Kind::KeywordArgument && first_positional) {  // the input, not a state
       first_positional = false;
+      argument_names(m, a, input);
       continue;
     }
     argument_names(m, a, args);
@@ -266,6 +269,8 @@ std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignmen
   std::vector<FedState> out;
   for (auto& [name, in_tuple] : args) {
     if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
+    // `x, _ = attn(x, x, x)`: the input run through again, not a carried state.
+    if (std::any_of(input.begin(), input.end(), [&](const auto& i) { return i.first == name; })) continue;
     if (std::any_of(out.begin(), out.end(), [&](const FedState& s) { return s.name == name; })) continue;
     out.push_back({name, in_tuple});
   }
