@@ -1,0 +1,684 @@
+// TL008 hidden-state-not-detached: a recurrent state fed back into the next
+// forward call of a training loop without being detached. Its autograd
+// history then spans every batch so far: each backward() reaches through all
+// earlier graphs (or fails on their freed buffers), and memory and backward
+// time grow with every batch.
+//
+// A finding needs all of:
+//   - an assignment whose value calls a module (`model(x, h)`, `self.rnn(x,
+//     h)`, `model.forward(x, h)`) with a state argument (any argument but the
+//     first positional one: a name, an attribute or a tuple of them) that the
+//     same assignment binds again (`out, h = rnn(x, h)`, `h = cell(x, h)`,
+//     `out, (h, c) = lstm(x, (h, c))`), with autograd not disabled there;
+//   - a loop around it, in the same function, whose iteration calls
+//     backward (directly or through a helper of the file): the innermost
+//     such loop is the one the state must not survive undetached;
+//   - the state bound before that loop (a parameter, an attribute, an
+//     earlier assignment), not started afresh inside it (`h =
+//     model.init_hidden(bs)`, `h = None`; a lazy first initialisation under
+//     `if h is None:` does not count), and not detached inside it:
+//     `h.detach()` / `.data` anywhere in a rebinding, `h.detach_()` (also
+//     over the elements of a tuple), or a helper that detaches
+//     (`repackage_hidden(h)`). A helper of this file is read; a helper of
+//     another analyzed file is read through the project index
+//     ("detaching-function" facts); a helper found nowhere counts as
+//     detaching;
+//   - no module of the file whose forward returns the state detached.
+// A state stored on `self` by a module's own forward is TL003's finding.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <set>
+
+#include "checks/python/check.h"
+
+namespace torchleak::python {
+
+namespace {
+
+constexpr std::string_view kDetachFact = "detaching-function";
+
+// Builtins that never detach what they are given.
+constexpr std::array<std::string_view, 12> kBuiltins = {"tuple", "list", "len",   "zip",  "map",   "isinstance",
+                                                        "type",  "print", "range", "dict", "sorted", "reversed"};
+// torch factories whose result is a fresh tensor (no history).
+constexpr std::array<std::string_view, 12> kTensorFactories = {
+    "zeros", "ones", "empty", "full", "randn", "rand", "zeros_like", "ones_like", "empty_like", "randn_like",
+    "rand_like", "full_like"};
+constexpr std::array<std::string_view, 5> kNewTensorMethods = {"new_zeros", "new_ones", "new_empty", "new_full",
+                                                               "new_tensor"};
+
+template <size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+bool is_backward(const Call& c) {
+  return c.method == "backward" || c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.grad";
+}
+
+int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
+
+// The function of this file a call runs: a module-level `helper(...)` or a
+// `self.helper(...)` of the caller's class (or its bases in the file).
+int callee_function(const Model& m, const Call& c) {
+  if (kind_of(c.func) == Kind::Identifier) return index_of(m, m.find_function(m.text(c.func)));
+  if (c.method.empty() || is_null(c.receiver) || m.text(c.receiver) != "self") return -1;
+  for (int f = c.function; f >= 0; f = m.functions()[f].parent)
+    if (m.functions()[f].cls >= 0) return index_of(m, m.find_method(m.functions()[f].cls, c.method));
+  return -1;
+}
+
+// Whether the subtree of `node` reads `.data` (the pre-0.4 way to detach).
+bool reads_data(const Model& m, TSNode node) {
+  std::vector<TSNode> work{node};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    if (is_null(n)) continue;
+    if (kind_of(n) == Kind::Attribute && m.text(field(n, "attribute")) == "data") return true;
+    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+  }
+  return false;
+}
+
+// Per function of the file: whether it detaches what it handles (calls
+// `.detach()` / `.detach_()` or reads `.data`) and whether it calls backward,
+// directly or through the functions of the file it calls (repackage_hidden's
+// recursion over tuples included). Computed once, in linear passes.
+struct Summaries {
+  std::vector<char> detaches;
+  std::vector<char> backward;
+};
+
+Summaries summarize(const Model& m) {
+  size_t n = m.functions().size();
+  Summaries s{std::vector<char>(n, 0), std::vector<char>(n, 0)};
+  std::vector<std::vector<int>> callees(n);
+  for (const Call& c : m.calls()) {
+    bool detach = c.method == "detach" || c.method == "detach_";
+    bool backward = is_backward(c);
+    int callee = c.function >= 0 ? callee_function(m, c) : -1;
+    for (int f = c.function; f >= 0; f = m.functions()[f].parent) {
+      if (detach) s.detaches[f] = 1;
+      if (backward) s.backward[f] = 1;
+      if (callee >= 0 && callee != f) callees[f].push_back(callee);
+    }
+  }
+  for (size_t f = 0; f < n; ++f)
+    if (!s.detaches[f] && reads_data(m, m.functions()[f].body)) s.detaches[f] = 1;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t f = 0; f < n; ++f) {
+      for (int callee : callees[f]) {
+        if (s.detaches[callee] && !s.detaches[f]) {
+          s.detaches[f] = 1;
+          changed = true;
+        }
+        if (s.backward[callee] && !s.backward[f]) {
+          s.backward[f] = 1;
+          changed = true;
+        }
+      }
+    }
+  }
+  return s;
+}
+
+bool loop_calls_backward(const Model& m, const Summaries& sums, int loop) {
+  const Loop& l = m.loops()[loop];
+  for (const Call& c : m.calls()) {
+    if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+    if (is_backward(c)) return true;
+    int callee = callee_function(m, c);
+    if (callee >= 0 && sums.backward[callee]) return true;
+  }
+  return false;
+}
+
+// What an expression does to a state it rebinds.
+struct DetachAnswer {
+  bool detaches = false;
+  std::set<std::string> helpers;  // simple names of helpers defined elsewhere, undecided here
+};
+
+// Reads `value`: a `.detach()` / `.detach_()` call or `.data` detaches; a
+// call of a detaching function of the file detaches; a call of a plain or
+// `self.` function not defined in the file is undecided (a helper of another
+// file). Module calls, tensor methods, builtins and torch functions decide
+// nothing.
+DetachAnswer value_detaches(const Model& m, const Summaries& sums, TSNode value) {
+  DetachAnswer out;
+  std::vector<TSNode> work{value};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    if (is_null(n)) continue;
+    Kind k = kind_of(n);
+    if (k == Kind::Attribute && m.text(field(n, "attribute")) == "data") out.detaches = true;
+    if (k == Kind::Call) {
+      TSNode func = unparenthesize(field(n, "function"));
+      std::string_view method = kind_of(func) == Kind::Attribute ? m.text(field(func, "attribute")) : "";
+      if (method == "detach" || method == "detach_") out.detaches = true;
+      TSNode receiver = kind_of(func) == Kind::Attribute ? field(func, "object") : TSNode{};
+      bool plain = kind_of(func) == Kind::Identifier;
+      bool on_self = !is_null(receiver) && m.text(receiver) == "self";
+      // `utils.repackage_hidden(h)`: a function reached through an imported module.
+      bool through_module = !is_null(receiver) && kind_of(receiver) == Kind::Identifier &&
+                            m.resolve_alias(m.text(receiver)) != m.text(receiver);
+      if ((plain || on_self || through_module) && !m.is_module_instance(func)) {
+        std::string callee = m.qualify(func);
+        std::string_view simple = plain ? m.text(func) : method;
+        int fn = -1;
+        if (plain) fn = index_of(m, m.find_function(simple));
+        if (on_self) {
+          for (int f = m.function_at(start_byte(n)); f >= 0 && fn < 0; f = m.functions()[f].parent)
+            if (m.functions()[f].cls >= 0) fn = index_of(m, m.find_method(m.functions()[f].cls, simple));
+        }
+        if (fn >= 0) {
+          if (sums.detaches[fn]) out.detaches = true;
+        } else if (callee.rfind("torch.", 0) != 0 && !(plain && one_of(simple, kBuiltins)) &&
+                   !m.find_class(simple)) {
+          out.helpers.emplace(simple);
+        }
+      }
+    }
+    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+  }
+  return out;
+}
+
+// Names bound by an assignment target, one level into nested tuples:
+// `out, (h, c)` gives out, h, c.
+void target_names(const Model& m, TSNode t, std::vector<std::string>& out, int depth = 0) {
+  t = unparenthesize(t);
+  switch (kind_of(t)) {
+    case Kind::Identifier:
+    case Kind::Attribute: {
+      std::string q = m.qualify(t);
+      if (!q.empty()) out.push_back(std::move(q));
+      return;
+    }
+    case Kind::PatternList:
+    case Kind::TuplePattern:
+    case Kind::ListPattern:
+    case Kind::Tuple:
+    case Kind::List:
+    case Kind::ExpressionList:
+      if (depth > 1) return;
+      for (uint32_t i = 0; i < ts_node_named_child_count(t); ++i)
+        target_names(m, ts_node_named_child(t, i), out, depth + 1);
+      return;
+    default: return;
+  }
+}
+
+// A state argument as the names it passes: `h`, `self.hidden`, or each name
+// of `(h, c)` (`in_tuple` set).
+void argument_names(const Model& m, TSNode a, std::vector<std::pair<std::string, bool>>& out) {
+  a = unparenthesize(a);
+  if (kind_of(a) == Kind::KeywordArgument) a = unparenthesize(field(a, "value"));
+  Kind k = kind_of(a);
+  if (k == Kind::Identifier || k == Kind::Attribute) {
+    std::string q = m.qualify(a);
+    if (!q.empty()) out.emplace_back(std::move(q), false);
+    return;
+  }
+  if (k != Kind::Tuple && k != Kind::List) return;
+  for (uint32_t i = 0; i < ts_node_named_child_count(a); ++i) {
+    TSNode e = unparenthesize(ts_node_named_child(a, i));
+    if (kind_of(e) != Kind::Identifier && kind_of(e) != Kind::Attribute) continue;
+    std::string q = m.qualify(e);
+    if (!q.empty()) out.emplace_back(std::move(q), true);
+  }
+}
+
+// A state fed back: read by the call and bound again by its assignment.
+struct FedState {
+  std::string name;
+  bool in_tuple = false;  // passed as an element of `(h, c)`: one tensor
+};
+
+// The assignment whose value is `call`, or a null node.
+TSNode assignment_of(TSNode call) {
+  TSNode p = ts_node_parent(call);
+  while (!is_null(p) && kind_of(p) == Kind::ParenthesizedExpression) p = ts_node_parent(p);
+  if (is_null(p) || kind_of(p) != Kind::Assignment) return {};
+  TSNode right = unparenthesize(field(p, "right"));
+  return ts_node_eq(right, call) ? p : TSNode{};
+}
+
+std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignment) {
+  std::vector<std::string> targets;
+  target_names(m, field(assignment, "left"), targets);
+  std::vector<std::pair<std::string, bool>> args, input;
+  bool first_positional = true;
+  for (uint32_t i = 0; i < ts_node_named_child_count(c.args); ++i) {
+    TSNode a = ts_node_named_child(c.args, i);
+    Kind k = kind_of(a);
+    if (k == Kind::Comment || k == Kind::ListSplat || k == Kind::DictionarySplat) continue;
+    if (k != Kind::KeywordArgument && first_positional) {  // the input, not a state
+      first_positional = false;
+      argument_names(m, a, input);
+      continue;
+    }
+    argument_names(m, a, args);
+  }
+  std::vector<FedState> out;
+  for (auto& [name, in_tuple] : args) {
+    if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
+    // `x, _ = attn(x, x, x)`: the input run through again, not a carried state.
+    if (std::any_of(input.begin(), input.end(), [&](const auto& i) { return i.first == name; })) continue;
+    if (std::any_of(out.begin(), out.end(), [&](const FedState& s) { return s.name == name; })) continue;
+    out.push_back({name, in_tuple});
+  }
+  return out;
+}
+
+// Whether the loop variable `var`, at `node`, iterates over something that
+// mentions `name`: `for s in hidden: s.detach_()`.
+bool iterates_over(const Model& m, TSNode node, TSNode stop, std::string_view var, std::string_view name) {
+  auto binds = [&](TSNode left, TSNode right) {
+    return !is_null(left) && m.text(unparenthesize(left)) == var && m.mentions(right, name);
+  };
+  for (TSNode p = ts_node_parent(node); !is_null(p); p = ts_node_parent(p)) {
+    Kind k = kind_of(p);
+    if (k == Kind::ForStatement && binds(field(p, "left"), field(p, "right"))) return true;
+    if (k == Kind::ListComprehension || k == Kind::SetComprehension || k == Kind::GeneratorExpression ||
+        k == Kind::DictionaryComprehension) {
+      for (uint32_t i = 0; i < ts_node_named_child_count(p); ++i) {
+        TSNode clause = ts_node_named_child(p, i);
+        if (kind_of(clause) == Kind::ForInClause && binds(field(clause, "left"), field(clause, "right"))) return true;
+      }
+    }
+    if (ts_node_eq(p, stop)) break;
+  }
+  return false;
+}
+
+// Whether `node` sits under `if <name> is None:` (up to `stop`): a lazy
+// first initialisation, which runs once and starts nothing afresh.
+bool under_none_test(const Model& m, TSNode node, TSNode stop, std::string_view name) {
+  for (TSNode p = ts_node_parent(node); !is_null(p) && !ts_node_eq(p, stop); p = ts_node_parent(p)) {
+    if (kind_of(p) != Kind::IfStatement) continue;
+    TSNode cond = unparenthesize(field(p, "condition"));
+    if (kind_of(cond) != Kind::ComparisonOperator || ts_node_named_child_count(cond) != 2) continue;
+    TSNode left = unparenthesize(ts_node_named_child(cond, 0)), right = ts_node_named_child(cond, 1);
+    std::string_view op = m.text(cond).substr(end_byte(left) - start_byte(cond), start_byte(right) - end_byte(left));
+    bool is_none_test = kind_of(right) == Kind::None && op.find("is") != std::string_view::npos &&
+                        op.find("not") == std::string_view::npos;
+    if (is_none_test && m.qualify(left) == name) return true;
+  }
+  return false;
+}
+
+// Whether `loop` starts state `name` afresh: a for or with target, or an
+// assignment whose value does not read it (`h = model.init_hidden(bs)`,
+// `h = None`), unless it only fills a state that is None (`if h is None:`).
+bool started_afresh(const Model& m, std::string_view name, int loop) {
+  const Loop& l = m.loops()[loop];
+  for (const Binding* b : m.bindings_of(name, l.function)) {
+    if (!m.loop_contains(loop, b->start)) continue;
+    if (b->kind == BindingKind::ForTarget || b->kind == BindingKind::WithTarget) return true;
+    if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
+    if (!is_null(b->value) && m.mentions(b->value, name)) continue;
+    if (under_none_test(m, b->statement, l.node, name)) continue;
+    return true;
+  }
+  return false;
+}
+
+// What happens to state `name` inside `loop`, the feedback statement aside.
+enum class Fate { Kept, Freed, Undecided };
+
+Fate fate_in_loop(const Model& m, const Summaries& sums, std::string_view name, int loop, TSNode feedback, std::set<std::string>& helpers) {
+  if (started_afresh(m, name, loop)) return Fate::Freed;
+  const Loop& l = m.loops()[loop];
+  bool undecided = false;
+  auto weigh = [&](TSNode value) {
+    DetachAnswer a = value_detaches(m, sums, value);
+    if (a.detaches) return true;
+    if (!a.helpers.empty()) {
+      undecided = true;
+      helpers.insert(a.helpers.begin(), a.helpers.end());
+    }
+    return false;
+  };
+  for (const Binding* b : m.bindings_of(name, l.function)) {
+    if (!m.loop_contains(loop, b->start) || ts_node_eq(b->statement, feedback)) continue;
+    if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
+    if (!is_null(b->value) && weigh(b->value)) return Fate::Freed;
+  }
+  for (const Call& c : m.calls()) {
+    if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+    if (start_byte(c.node) >= start_byte(feedback) && end_byte(c.node) <= end_byte(feedback)) continue;
+    // h.detach_(), hidden[0].detach_(), `for s in hidden: s.detach_()`.
+    if (c.method == "detach_" && !is_null(c.receiver)) {
+      if (m.mentions(c.receiver, name)) return Fate::Freed;
+      if (kind_of(c.receiver) == Kind::Identifier && iterates_over(m, c.node, l.node, m.text(c.receiver), name))
+        return Fate::Freed;
+    }
+    // A statement calling a helper on the state: `detach_state(hidden)`,
+    // `self.reset_hidden()` for an attribute the method rebinds.
+    if (kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement) continue;
+    int callee = callee_function(m, c);
+    if (name.rfind("self.", 0) == 0 && callee >= 0 && !m.bindings_of(name, callee).empty()) return Fate::Freed;
+    if (m.mentions(c.args, name) && weigh(c.node)) return Fate::Freed;
+  }
+  return undecided ? Fate::Undecided : Fate::Kept;
+}
+
+// --- the fix ---
+
+enum class Shape { Unknown, Tensor, Tuple };
+
+Shape shape_of(const Model& m, TSNode v, int depth = 0);
+
+// The `return <expr>` values directly in function `fn` (not in nested ones).
+std::vector<TSNode> returned_values(const Model& m, int fn) {
+  std::vector<TSNode> out;
+  std::vector<TSNode> work{m.functions()[fn].body};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+    if (k == Kind::ReturnStatement) {
+      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
+      continue;
+    }
+    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+  }
+  return out;
+}
+
+// The shape every return statement of `fn` gives.
+Shape returned_shape(const Model& m, int fn, int depth) {
+  std::vector<TSNode> values = returned_values(m, fn);
+  if (values.empty()) return Shape::Unknown;
+  Shape s = shape_of(m, values.front(), depth + 1);
+  for (TSNode v : values)
+    if (shape_of(m, v, depth + 1) != s) return Shape::Unknown;
+  return s;
+}
+
+// Whether an expression is known to be one fresh tensor, a tuple of them,
+// or neither: torch.zeros(...), x.new_zeros(...), (h0, c0) of those, or a
+// call of a function or method of the file (`model.init_hidden(bs)`) whose
+// every return agrees.
+Shape shape_of(const Model& m, TSNode v, int depth) {
+  v = unparenthesize(v);
+  if (is_null(v) || depth > 3) return Shape::Unknown;
+  Kind k = kind_of(v);
+  if (k == Kind::Tuple || k == Kind::ExpressionList) {
+    uint32_t n = ts_node_named_child_count(v);
+    for (uint32_t i = 0; i < n; ++i)
+      if (shape_of(m, ts_node_named_child(v, i), depth + 1) != Shape::Tensor) return Shape::Unknown;
+    return n > 0 ? Shape::Tuple : Shape::Unknown;
+  }
+  if (k != Kind::Call) return Shape::Unknown;
+  TSNode func = unparenthesize(field(v, "function"));
+  std::string callee = m.qualify(func);
+  if (callee.rfind("torch.", 0) == 0 && std::count(callee.begin(), callee.end(), '.') == 1 &&
+      one_of(std::string_view(callee).substr(6), kTensorFactories))
+    return Shape::Tensor;
+  if (kind_of(func) != Kind::Attribute) {
+    int fn = kind_of(func) == Kind::Identifier ? index_of(m, m.find_function(m.text(func))) : -1;
+    return fn >= 0 ? returned_shape(m, fn, depth) : Shape::Unknown;
+  }
+  std::string_view method = m.text(field(func, "attribute"));
+  if (one_of(method, kNewTensorMethods)) return Shape::Tensor;
+  // `model.init_hidden(bs)`: every method of that name in the file's classes.
+  Shape s = Shape::Unknown;
+  bool any = false;
+  for (const Class& c : m.classes()) {
+    for (int fn : c.methods) {
+      if (m.functions()[fn].name != method) continue;
+      Shape r = returned_shape(m, fn, depth);
+      if (r == Shape::Unknown || (any && r != s)) return Shape::Unknown;
+      s = r;
+      any = true;
+    }
+  }
+  return s;
+}
+
+// The shape of state `name` when `loop` starts: every binding of it in the
+// function before the loop agrees (a parameter or an attribute is unknown).
+Shape state_shape(const Model& m, const FedState& state, int loop) {
+  if (state.in_tuple) return Shape::Tensor;
+  const Loop& l = m.loops()[loop];
+  Shape s = Shape::Unknown;
+  bool any = false;
+  for (const Binding* b : m.bindings_of(state.name, l.function)) {
+    if (b->end > l.start) continue;
+    if (b->kind != BindingKind::Assign || b->element >= 0) return Shape::Unknown;
+    Shape r = shape_of(m, b->value);
+    if (r == Shape::Unknown || (any && r != s)) return Shape::Unknown;
+    s = r;
+    any = true;
+  }
+  return s;
+}
+
+// `h = h.detach()`, `hidden = tuple(s.detach() for s in hidden)`, or
+// `h, c = h.detach(), c.detach()`; empty when a shape is unknown.
+std::string detach_statement(const Model& m, const std::vector<FedState>& states, int loop) {
+  std::string targets, values;
+  for (const FedState& s : states) {
+    Shape shape = state_shape(m, s, loop);
+    if (shape == Shape::Unknown) return {};
+    if (!targets.empty()) {
+      targets += ", ";
+      values += ", ";
+    }
+    targets += s.name;
+    values += shape == Shape::Tensor ? s.name + ".detach()" : fmt::format("tuple(s.detach() for s in {})", s.name);
+  }
+  return targets.empty() ? std::string() : targets + " = " + values;
+}
+
+// An edit inserting `statement` before the first statement of the loop's
+// body, on its own line at that statement's indentation; empty when the body
+// shares the loop's line.
+std::vector<Edit> insert_at_top(const Model& m, int loop, const std::string& statement) {
+  TSNode body = field(m.loops()[loop].node, "body");
+  if (is_null(body)) return {};
+  TSNode first{};
+  for (uint32_t i = 0; i < ts_node_named_child_count(body); ++i) {
+    TSNode s = ts_node_named_child(body, i);
+    if (kind_of(s) == Kind::Comment) continue;
+    first = s;
+    break;
+  }
+  if (is_null(first)) return {};
+  std::string_view text = m.source().text();
+  uint32_t s = start_byte(first), line_start = s;
+  while (line_start > 0 && text[line_start - 1] != '\n') --line_start;
+  std::string_view indent = text.substr(line_start, s - line_start);
+  if (indent.empty() || indent.find_first_not_of(" \t") != std::string_view::npos) return {};
+  if (ts_node_start_point(first).row == ts_node_start_point(m.loops()[loop].node).row) return {};
+  return {Edit{line_start, line_start, fmt::format("{}{}\n", indent, statement)}};
+}
+
+std::string quoted_names(const std::vector<FedState>& states) {
+  std::string out;
+  for (size_t i = 0; i < states.size(); ++i) {
+    if (i) out += i + 1 == states.size() ? " and " : ", ";
+    out += "`" + states[i].name + "`";
+  }
+  return out;
+}
+
+std::string message(const std::string& call, uint32_t loop_line, const std::vector<FedState>& states) {
+  bool one = states.size() == 1;
+  return fmt::format(
+      "recurrent state{} {} {} fed back into `{}` on every iteration of the training loop at line {} and never "
+      "detached: {} autograd history spans every batch so far, so memory and backward time grow with every batch "
+      "(truncated backpropagation through time is missing)",
+      one ? "" : "s", quoted_names(states), one ? "is" : "are", call, loop_line, one ? "its" : "their");
+}
+
+class HiddenStateNotDetached final : public Check {
+ public:
+  // Every function of the file, and whether it detaches what it handles:
+  // `h = repackage_hidden(h)` in another file reads it.
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    Summaries sums = summarize(m);
+    std::set<std::string> seen;
+    for (size_t f = 0; f < m.functions().size(); ++f) {
+      const Function& fn = m.functions()[f];
+      bool detaches = sums.detaches[f];
+      if (!seen.insert(fn.name + (detaches ? "+" : "-")).second) continue;
+      ctx.fact(std::string(kDetachFact), fn.name, fn.node, {detaches ? "yes" : "no"});
+    }
+  }
+
+  void check(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    std::optional<Summaries> sums;
+    for (const Call& c : m.calls()) {
+      if (c.loop < 0 || !runs_module(m, c)) continue;
+      if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
+      TSNode assignment = assignment_of(c.node);
+      if (is_null(assignment)) continue;
+      std::vector<FedState> states = fed_states(m, c, assignment);
+      if (states.empty()) continue;
+      if (!sums) sums = summarize(m);
+      int loop = training_loop(m, *sums, c);
+      if (loop < 0 || forward_detaches(m, *sums, c)) continue;
+      std::vector<FedState> kept;
+      std::vector<std::pair<FedState, std::set<std::string>>> undecided;
+      for (const FedState& s : states) {
+        if (!m.bound_before_loop(s.name, loop)) continue;
+        std::set<std::string> helpers;
+        switch (fate_in_loop(m, *sums, s.name, loop, assignment, helpers)) {
+          case Fate::Kept: kept.push_back(s); break;
+          case Fate::Undecided: undecided.emplace_back(s, std::move(helpers)); break;
+          case Fate::Freed: break;
+        }
+      }
+      if (!kept.empty()) {
+        ctx.report(diagnostic(ctx, c, assignment, loop, kept));
+      } else if (!undecided.empty()) {
+        defer(ctx, c, assignment, loop, std::move(undecided));
+      }
+    }
+  }
+
+ private:
+  static bool runs_module(const Model& m, const Call& c) {
+    if (m.is_module_instance(c.func)) return true;
+    return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
+  }
+
+  // Whether the module's own forward of this file returns a detached value
+  // (`return out, h.detach()`): the caller then feeds back no history. The
+  // class is the one the module was built from when the file says so, else
+  // every Module class of the file with such a forward counts.
+  static bool forward_detaches(const Model& m, const Summaries& sums, const Call& c) {
+    TSNode module = c.method == "forward" && !is_null(c.receiver) ? c.receiver : c.func;
+    int cls = -1;
+    std::string name = m.qualify(module);
+    if (!name.empty() && name.find('.') == std::string::npos) {
+      const Binding* b = m.reaching(name, start_byte(c.node), c.function);
+      TSNode v = b && b->kind == BindingKind::Assign && b->element < 0 ? unparenthesize(b->value) : TSNode{};
+      while (!is_null(v) && kind_of(v) == Kind::Call && kind_of(field(v, "function")) == Kind::Attribute)
+        v = unparenthesize(field(field(v, "function"), "object"));  // Net(...).to(device)
+      if (!is_null(v) && kind_of(v) == Kind::Call)
+        if (const Class* k = m.find_class(m.qualify(field(v, "function")))) cls = static_cast<int>(k - m.classes().data());
+    }
+    for (size_t k = 0; k < m.classes().size(); ++k) {
+      if (cls >= 0 && static_cast<int>(k) != cls) continue;
+      if (!m.class_is_module(static_cast<int>(k))) continue;
+      int fwd = index_of(m, m.find_method(static_cast<int>(k), "forward"));
+      if (fwd >= 0 && returns_detached(m, sums, fwd)) return true;
+    }
+    return false;
+  }
+
+  static bool returns_detached(const Model& m, const Summaries& sums, int fn) {
+    std::vector<TSNode> values = returned_values(m, fn);
+    return std::any_of(values.begin(), values.end(),
+                       [&](TSNode v) { return value_detaches(m, sums, v).detaches; });
+  }
+
+  // The innermost loop around the call (comprehensions aside) whose
+  // iteration calls backward, or -1.
+  static int training_loop(const Model& m, const Summaries& sums, const Call& c) {
+    for (int l : m.enclosing_loops(start_byte(c.node), c.function)) {
+      if (m.loops()[l].kind == LoopKind::Comprehension) continue;
+      if (loop_calls_backward(m, sums, l)) return l;
+    }
+    return -1;
+  }
+
+  static Diagnostic diagnostic(CheckContext& ctx, const Call& c, TSNode assignment, int loop,
+                               const std::vector<FedState>& states) {
+    const Model& m = ctx.model();
+    Diagnostic d = ctx.diagnostic(assignment, message(code_snippet(m, c.node), m.position(m.loops()[loop].node).line, states));
+    std::string statement = detach_statement(m, states, loop);
+    const std::string& first = states.front().name;
+    d.help = statement.empty()
+                 ? fmt::format("detach the state once per iteration, before the forward pass: `{0} = repackage_hidden({0})` "
+                               "or `{0} = {0}.detach()` (an LSTM's (h, c): `{0} = tuple(s.detach() for s in {0})`)",
+                               first)
+                 : fmt::format("detach the state once per iteration, before the forward pass: `{}`", statement);
+    if (!statement.empty()) {
+      std::vector<Edit> edits = insert_at_top(m, loop, statement);
+      // Unsafe: gradients stop flowing into earlier batches, which is the
+      // point of truncated BPTT but changes what the model learns.
+      if (!edits.empty())
+        d.fix = Fix{fmt::format("Insert `{}` at the top of the loop", statement), FixSafety::Unsafe, std::move(edits)};
+    }
+    return d;
+  }
+
+  // States rebound only through helpers this file does not define: each is
+  // kept when every analyzed definition of its helpers is known and none
+  // detaches; a helper defined nowhere counts as detaching.
+  static void defer(CheckContext& ctx, const Call& c, TSNode assignment, int loop,
+                    std::vector<std::pair<FedState, std::set<std::string>>> undecided) {
+    const Model& m = ctx.model();
+    std::vector<FedState> all;
+    for (const auto& u : undecided) all.push_back(u.first);
+    Diagnostic d = diagnostic(ctx, c, assignment, loop, all);
+    std::string call_text = code_snippet(m, c.node);
+    uint32_t line = m.position(m.loops()[loop].node).line;
+    ctx.defer(std::move(d), [undecided = std::move(undecided), call_text, line](const ProjectIndex& index, Diagnostic& diag) {
+      std::vector<FedState> kept;
+      std::string where;  // the helper that keeps the history, for the message
+      for (const auto& [state, helpers] : undecided) {
+        bool known_keeping = true;
+        std::string seen;
+        for (const std::string& h : helpers) {
+          std::vector<const Fact*> facts = index.find(kDetachFact, h);
+          if (facts.empty()) known_keeping = false;
+          for (const Fact* f : facts) {
+            if (!f->values.empty() && f->values.front() == "yes") known_keeping = false;
+            if (seen.empty()) seen = fmt::format("`{}` ({}:{})", h, f->file, f->line);
+          }
+        }
+        if (!known_keeping) continue;
+        kept.push_back(state);
+        if (where.empty()) where = seen;
+      }
+      if (kept.empty()) return false;
+      if (kept.size() != undecided.size()) {
+        diag.message = message(call_text, line, kept);
+        diag.fix.reset();
+      }
+      if (!where.empty()) diag.message += fmt::format("; {} does not detach it", where);
+      return true;
+    });
+  }
+};
+
+}  // namespace
+
+TORCHLEAK_PYTHON_CHECK(HiddenStateNotDetached, "TL008")
+
+}  // namespace torchleak::python
