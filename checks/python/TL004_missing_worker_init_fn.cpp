@@ -208,7 +208,6 @@ class FileIndex {
       int r = static_cast<int>(i);
       while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
       root_[i] = r;
-      function_at_start_[start_byte(fns[i].node)] = static_cast<int>(i);
       if (fns[i].parent < 0 && fns[i].cls < 0) module_functions_.insert(fns[i].name);
     }
     for (const Class& c : m.classes()) {
@@ -256,11 +255,6 @@ class FileIndex {
   // functions nested in it.
   const std::vector<const Binding*>& bindings_of_root(int function) const { return by_root_bindings_[function]; }
   const std::vector<const Call*>& calls_of_root(int function) const { return by_root_calls_[function]; }
-  // The function defined by a function_definition node, or -1.
-  int function_defined_by(TSNode n) const {
-    auto it = function_at_start_.find(start_byte(n));
-    return it == function_at_start_.end() ? -1 : it->second;
-  }
 
   // The innermost class whose body (not a method) directly holds `byte`.
   int class_body_of(uint32_t byte, int function) const {
@@ -287,7 +281,6 @@ class FileIndex {
   std::vector<std::unordered_set<std::string>> globals_;
   std::vector<std::vector<const Binding*>> by_root_bindings_;
   std::vector<std::vector<const Call*>> by_root_calls_;
-  std::unordered_map<uint32_t, int> function_at_start_;
   std::unordered_set<std::string> module_functions_;
   std::unordered_map<std::string, const Binding*> module_names_;
   std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
@@ -525,49 +518,28 @@ class FunctionReads {
     return std::string(rest.substr(0, rest.find('.')));
   }
 
-  // Every node of the body, with the innermost function holding it.
-  // Every node of the body, with its parent, grandparent and the innermost
-  // function holding it (ts_node_parent walks down from the root: too slow
-  // to ask for every name).
+  // Every name in the body, in source order, from the model's references:
+  // `self.X` reads (with the attribute's parent and grandparent), and other
+  // names with the innermost function holding them.
   void walk() {
-    struct Item {
-      TSNode node, parent, grandparent;
-      int function;
-    };
-    std::vector<Item> work{{f_.body, TSNode{}, TSNode{}, index_}};
-    std::vector<TSNode> children;
-    TSTreeCursor cursor = ts_tree_cursor_new(f_.body);
-    while (!work.empty()) {
-      Item it = work.back();
-      work.pop_back();
-      TSNode n = it.node;
-      Kind k = kind_of(n);
-      if (k == Kind::FunctionDefinition) {
-        int nested = file_.function_defined_by(n);
-        if (nested >= 0) it.function = nested;
-      } else if (k == Kind::Attribute) {
-        TSNode obj = field(n, "object");
-        if (!self_.empty() && kind_of(obj) == Kind::Identifier && m_.text(obj) == self_) {
-          self_read(n, it.parent, it.grandparent);
-          continue;
-        }
-      } else if (k == Kind::Identifier) {
-        identifier(n, it.parent, it.function);
+    const auto& refs = m_.references();
+    uint32_t begin = start_byte(f_.body), end = end_byte(f_.body);
+    auto it = std::lower_bound(refs.begin(), refs.end(), begin,
+                               [](const Reference& r, uint32_t at) { return start_byte(r.node) < at; });
+    for (; it != refs.end() && start_byte(it->node) < end; ++it) {
+      const Reference& r = *it;
+      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute && ts_node_eq(field(r.parent, "object"), r.node) &&
+          m_.text(r.node) == self_) {
+        self_read(r.parent, r.grandparent, r.great_grandparent);
         continue;
       }
-      // Children through a cursor: ts_node_named_child(n, i) walks from the
-      // first child, quadratic in a long block.
-      children.clear();
-      ts_tree_cursor_reset(&cursor, n);
-      if (ts_tree_cursor_goto_first_child(&cursor)) {
-        do {
-          TSNode c = ts_tree_cursor_current_node(&cursor);
-          if (ts_node_is_named(c)) children.push_back(c);
-        } while (ts_tree_cursor_goto_next_sibling(&cursor));
+      // The attribute name of `self.X` is read with it, above.
+      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute) {
+        TSNode obj = field(r.parent, "object");
+        if (kind_of(obj) == Kind::Identifier && !ts_node_eq(obj, r.node) && m_.text(obj) == self_) continue;
       }
-      for (auto c = children.rbegin(); c != children.rend(); ++c) work.push_back({*c, n, it.parent, it.function});
+      identifier(r.node, r.parent, r.function);
     }
-    ts_tree_cursor_delete(&cursor);
   }
 
   // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.

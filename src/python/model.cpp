@@ -207,6 +207,12 @@ struct Model::Builder {
                            field(node, "name"), field(node, "value"), -1);
       case Kind::Call: return on_call(node);
       case Kind::Comment: m.comments_.push_back(node); return;
+      case Kind::Identifier: {
+        size_t n = ancestors.size();
+        m.references_.push_back({node, n > 0 ? ancestors[n - 1] : TSNode{}, n > 1 ? ancestors[n - 2] : TSNode{},
+                                 n > 2 ? ancestors[n - 3] : TSNode{}, current_function()});
+        return;
+      }
       case Kind::ImportStatement:
       case Kind::ImportFromStatement: return on_import(node);
       case Kind::GlobalStatement: {

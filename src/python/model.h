@@ -88,6 +88,16 @@ struct Binding {
   uint32_t end = 0;
 };
 
+// A name read or written anywhere in the file (every identifier node), with
+// the ancestors rules ask about: `self.rng.random()` gives the identifier
+// `self` with parent the attribute `self.rng`, grandparent `self.rng.random`
+// and great-grandparent the call. In source order.
+struct Reference {
+  TSNode node{};
+  TSNode parent{}, grandparent{}, great_grandparent{};
+  int function = -1;  // innermost function holding it
+};
+
 struct Call {
   TSNode node{};
   TSNode func{};
@@ -134,6 +144,7 @@ class Model {
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::vector<Call>& calls() const { return calls_; }
   const std::vector<TSNode>& comments() const { return comments_; }  // in source order
+  const std::vector<Reference>& references() const { return references_; }  // in source order
 
   // --- names ---
   std::string_view text(TSNode n) const { return source_.of(n); }
@@ -246,6 +257,7 @@ class Model {
   std::vector<Call> calls_;
   std::vector<Region> regions_;
   std::vector<TSNode> comments_;
+  std::vector<Reference> references_;
   // Hashing that accepts a string_view: lookups by a name in the source text
   // need no temporary std::string.
   struct NameHash {
