@@ -1,6 +1,9 @@
 // TL007 retain-graph-in-loop: backward() with retain_graph = true (or
 // torch::autograd::backward / grad with retain_graph) inside a loop: every
-// iteration's graph, with its saved activations, is kept.
+// iteration's graph, with its saved activations, is kept. Silent when a later
+// backward() in the same loop runs without retain_graph: the pattern
+// retain_graph exists for (several passes through one graph, the last one
+// releasing it).
 #include <fmt/format.h>
 
 #include "checks/cpp/check.h"
@@ -21,28 +24,14 @@ class RetainGraphInLoop final : public Check {
 
   void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
     auto* call = result.Nodes.getNodeAs<CallExpr>("call");
-    if (!call) return;
-    const FunctionDecl* f = call->getDirectCallee();
-    if (!f) return;
-    // The position of retain_graph in each signature.
-    unsigned index = 0;
-    std::string q = f->getQualifiedNameAsString();
-    if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
-      if (f->getName() != "backward" || !is_tensor_type(m->getImplicitObjectArgument()->getType())) return;
-      index = 1;  // Tensor::backward(gradient, retain_graph, create_graph, inputs)
-    } else if (q == "torch::autograd::backward") {
-      index = 2;  // backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
-    } else if (q == "torch::autograd::grad") {
-      index = 3;  // grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused)
-    } else {
-      return;
-    }
-    if (call->getNumArgs() <= index) return;
-    const Expr* arg = call->getArg(index);
-    if (isa<CXXDefaultArgExpr>(arg->IgnoreImplicit())) return;
-    if (!retains(arg, *result.Context)) return;
+    if (!call || retain_argument(call) < 0 || !retains_graph(call, *result.Context)) return;
     Semantics sem(*result.Context, options);
-    if (!sem.enclosing_loop(call)) return;
+    const Stmt* loop = sem.enclosing_loop(call);
+    if (!loop) return;
+    for (const CallExpr* later : sem.backward_calls(loop))
+      if (later != call && sem.before(call->getBeginLoc(), later->getBeginLoc()) && retain_argument(later) >= 0 &&
+          !retains_graph(later, *result.Context))
+        return;  // a later pass in the iteration releases the graph
     Finding finding;
     finding.range = call->getSourceRange();
     finding.message = fmt::format(
@@ -53,6 +42,30 @@ class RetainGraphInLoop final : public Check {
   }
 
  private:
+  // The position of retain_graph in the signature `call` calls, or -1 when it
+  // is not a backward pass.
+  static int retain_argument(const CallExpr* call) {
+    const FunctionDecl* f = call->getDirectCallee();
+    if (!f) return -1;
+    if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
+      if (f->getName() != "backward" || !is_tensor_type(m->getImplicitObjectArgument()->getType())) return -1;
+      return 1;  // Tensor::backward(gradient, retain_graph, create_graph, inputs)
+    }
+    std::string q = f->getQualifiedNameAsString();
+    if (q == "torch::autograd::backward") return 2;  // backward(tensors, grad_tensors, retain_graph, ...)
+    if (q == "torch::autograd::grad") return 3;      // grad(outputs, inputs, grad_outputs, retain_graph, ...)
+    return -1;
+  }
+
+  // Whether the call passes retain_graph = true (not the default).
+  static bool retains_graph(const CallExpr* call, ASTContext& ctx) {
+    int index = retain_argument(call);
+    if (index < 0 || call->getNumArgs() <= static_cast<unsigned>(index)) return false;
+    const Expr* arg = call->getArg(static_cast<unsigned>(index));
+    if (isa<CXXDefaultArgExpr>(arg->IgnoreImplicit())) return false;
+    return retains(arg, ctx);
+  }
+
   // A constant true, through c10::optional<bool>'s constructor.
   static bool retains(const Expr* arg, ASTContext& ctx) {
     const Expr* e = strip(arg);

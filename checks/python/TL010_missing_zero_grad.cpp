@@ -12,25 +12,39 @@
 //     accumulation clears every k steps): a call whose name says it clears
 //     them (`zero_grad`, `clear_grads`, `reset_gradients`), `p.grad = ...`,
 //     `p.grad.zero_()`, `del p.grad`, directly or in a function of this file
-//     called from the loop (followed a few calls deep). A call to a function
-//     that this file does not define, whose name speaks of gradients, is
-//     taken to clear them: the finding stays silent rather than guess.
+//     called from the loop (followed a few calls deep), or in a function of
+//     another analyzed file (through the project index: each file records,
+//     for its module-level functions and methods, whether they clear
+//     gradients and which functions of other modules they call; `self.m()`
+//     that the class does not define resolves to methods named `m` of other
+//     files' classes, its bases among them). A call to a function that no
+//     analyzed file defines, whose name speaks of gradients, is taken to
+//     clear them: the finding stays silent rather than guess.
 //
 // The finding points at the backward call: that is where gradients are
 // added to whatever `.grad` already holds, and where the fix's comment
 // belongs in a reader's mind ("clear before you accumulate").
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <deque>
+#include <filesystem>
 #include <string>
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "core/project_index.h"
 
 namespace torchleak::python {
 
 namespace {
 
 constexpr int kMaxCallDepth = 4;
+
+// The project-index fact a file records for each of its module-level
+// functions that clears gradients (values {"clears"}) or calls functions of
+// other modules (values {"calls", qualified callee...}).
+constexpr std::string_view kSummaryFact = "clears-gradients";
 
 bool is_backward(const Call& c) { return c.method == "backward" || c.callee == "torch.autograd.backward"; }
 
@@ -62,6 +76,27 @@ TSNode stepped_optimizer(const Model& m, const Call& c) {
 
 class MissingZeroGrad final : public Check {
  public:
+  // Summaries of this file's module-level functions and methods, for loops
+  // in other files that call them.
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (size_t i = 0; i < m.functions().size(); ++i) {
+      const Function& f = m.functions()[i];
+      if (f.parent >= 0 || is_null(f.body)) continue;
+      // A method is keyed ".name": a call on `self` that its class does not
+      // define resolves to a method of that name in another file's class.
+      std::string key = f.cls >= 0 ? "." + f.name : f.name;
+      std::unordered_set<int> seen{static_cast<int>(i)};
+      std::vector<std::string> external;
+      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, seen, &external)) {
+        ctx.fact(std::string(kSummaryFact), std::move(key), f.node, {"clears"});
+      } else if (!external.empty()) {
+        external.insert(external.begin(), "calls");
+        ctx.fact(std::string(kSummaryFact), std::move(key), f.node, std::move(external));
+      }
+    }
+  }
+
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     std::unordered_set<int> reported;  // one finding per loop
@@ -72,9 +107,10 @@ class MissingZeroGrad final : public Check {
         if (m.loops()[loop].kind == LoopKind::Comprehension) break;
         const Call* step = optimizer_step(m, loop);
         if (!step) continue;  // try the enclosing loop
-        if (!reported.count(loop) && !clears_in_loop(m, loop)) {
+        std::vector<std::string> external;
+        if (!reported.count(loop) && !clears_in_loop(m, loop, external)) {
           reported.insert(loop);
-          report(ctx, c, *step, loop);
+          report(ctx, c, *step, loop, std::move(external));
         }
         break;
       }
@@ -92,16 +128,18 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
-  static bool clears_in_loop(const Model& m, int loop) {
+  static bool clears_in_loop(const Model& m, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
     std::unordered_set<int> seen;
-    return clears_in_range(m, l.start, l.end, l.function, 0, seen);
+    return clears_in_range(m, l.start, l.end, l.function, 0, seen, &external);
   }
 
   // Whether code in [start, end) of `function` clears gradients, directly or
-  // through functions of this file it calls.
+  // through functions of this file it calls. The qualified names of the
+  // functions of other modules it calls are added to `external`: whether they
+  // clear is known once every file is indexed.
   static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
-                              std::unordered_set<int>& seen) {
+                              std::unordered_set<int>& seen, std::vector<std::string>* external) {
     for (const Binding& b : m.bindings()) {
       if (b.start < start || b.start >= end) continue;
       if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
@@ -119,9 +157,15 @@ class MissingZeroGrad final : public Check {
         return true;
       if (depth >= kMaxCallDepth) continue;
       int callee = local_callee(m, c, function);
-      if (callee < 0 || !seen.insert(callee).second) continue;
+      if (callee < 0) {
+        std::string other = other_module_callee(m, c);
+        if (external && !other.empty() && std::find(external->begin(), external->end(), other) == external->end())
+          external->push_back(std::move(other));
+        continue;
+      }
+      if (!seen.insert(callee).second) continue;
       const Function& f = m.functions()[callee];
-      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen)) return true;
+      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen, external)) return true;
     }
     return has_grad_delete(m, start, end);
   }
@@ -139,6 +183,60 @@ class MissingZeroGrad final : public Check {
     return static_cast<int>(f - m.functions().data());
   }
 
+  // The qualified name of a function that another module may define: a plain
+  // call not defined in this file (`begin_step(...)`, imported or not), a
+  // call through an imported module (`utils.start_iteration(...)`), or
+  // `self.method(...)` that the class and its bases in this file do not
+  // define (a base class in another file); "" for methods of other objects
+  // and for torch itself.
+  static std::string other_module_callee(const Model& m, const Call& c) {
+    if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return "";
+    if (c.method.empty()) return c.callee;
+    TSNode receiver = unparenthesize(c.receiver);
+    if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return "";
+    std::string_view name = m.text(receiver);
+    if (name == "self") return "self." + c.method;
+    for (const Binding& b : m.bindings())
+      if (b.kind == BindingKind::Import && b.function < 0 && b.name == name) return c.callee;
+    return "";
+  }
+
+  // Whether one of `callees` (qualified names) clears gradients according to
+  // the summaries of the analyzed files, following the functions they call in
+  // turn. A callee's facts are narrowed to the file its module names when one
+  // of them is there (`engine.begin_step` -> engine.py).
+  static bool clears_through_index(const ProjectIndex& index, const std::vector<std::string>& callees) {
+    std::deque<std::pair<std::string, int>> queue;
+    for (const std::string& c : callees) queue.emplace_back(c, 1);
+    std::unordered_set<std::string> visited;
+    while (!queue.empty()) {
+      auto [callee, depth] = queue.front();
+      queue.pop_front();
+      if (!visited.insert(callee).second) continue;
+      std::vector<const Fact*> facts;
+      if (callee.rfind("self.", 0) == 0) {
+        facts = index.find(kSummaryFact, callee.substr(4));  // ".method"
+      } else {
+        std::string_view name = last_component(callee);
+        facts = index.find(kSummaryFact, name);
+        std::string_view module = std::string_view(callee).substr(0, callee.size() - name.size());
+        if (!module.empty()) module.remove_suffix(1);  // the dot
+        module = last_component(module);
+        std::vector<const Fact*> in_module;
+        for (const Fact* f : facts)
+          if (!module.empty() && std::filesystem::path(f->file).stem() == module) in_module.push_back(f);
+        if (!in_module.empty()) facts = std::move(in_module);
+      }
+      for (const Fact* f : facts) {
+        if (f->values.empty()) continue;
+        if (f->values.front() == "clears") return true;
+        if (depth >= kMaxCallDepth) continue;
+        for (size_t i = 1; i < f->values.size(); ++i) queue.emplace_back(f->values[i], depth + 1);
+      }
+    }
+    return false;
+  }
+
   // `del p.grad` in [start, end).
   static bool has_grad_delete(const Model& m, uint32_t start, uint32_t end) {
     std::string_view text = m.source().text();
@@ -152,7 +250,8 @@ class MissingZeroGrad final : public Check {
     return false;
   }
 
-  static void report(CheckContext& ctx, const Call& backward, const Call& step, int loop) {
+  static void report(CheckContext& ctx, const Call& backward, const Call& step, int loop,
+                     std::vector<std::string> external) {
     const Model& m = ctx.model();
     TSNode optimizer = stepped_optimizer(m, step);
     std::string opt = code_snippet(m, optimizer, 40);
@@ -166,7 +265,14 @@ class MissingZeroGrad final : public Check {
     if (!edits.empty())
       d.fix = Fix{fmt::format("Insert `{}.zero_grad()` at the start of the loop body", opt), FixSafety::Unsafe,
                   std::move(edits)};
-    ctx.report(std::move(d));
+    if (external.empty()) {
+      ctx.report(std::move(d));
+      return;
+    }
+    // Functions of other modules run in the loop: silent if one of them clears.
+    ctx.defer(std::move(d), [external = std::move(external)](const ProjectIndex& index, Diagnostic&) {
+      return !clears_through_index(index, external);
+    });
   }
 
   // An edit that inserts `statement` before the first statement of the
