@@ -164,6 +164,7 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
       applied_this_pass += fixes;
     }
     report.fixes_applied += applied_this_pass;
+    if (pass == 0) report.first = result;
     if (applied_this_pass == 0) {
       report.converged = true;
       report.remaining = std::move(result);

@@ -30,6 +30,7 @@ struct FixReport {
   std::vector<FileError> dropped;  // fixes not applied, and why
   std::vector<FileError> write_errors;
   int fixes_applied = 0;
+  RunResult first;      // the findings before any fix (the first pass)
   RunResult remaining;  // the findings left after fixing
   // The last pass found nothing more to fix in the fixed text: fixing it
   // again changes nothing. False when max_passes ran out first.

@@ -1,6 +1,7 @@
-// The fixture runner: every file under fixtures/python/ is analyzed with
-// every rule enabled, and the exact set of (rule, line[, column]) findings
-// must equal its `# expect:` markers. A top-level file of a rule's folder is
+// The fixture runner: every file under fixtures/python/ and fixtures/cpp/ is
+// analyzed with every rule enabled, and the exact set of (rule, line[,
+// column]) findings must equal its `# expect:` markers; the fixes must give
+// the `<file>.fixed` beside it. A top-level file of a rule's folder is
 // one project; a subfolder is one project of several files (cross-file facts).
 #include <gtest/gtest.h>
 
@@ -101,24 +102,37 @@ std::string describe(const std::set<Expectation>& s) {
 
 class Fixture : public ::testing::TestWithParam<std::vector<fs::path>> {};
 
-TEST_P(Fixture, FindingsEqualMarkers) {
-  std::vector<SourceFile> sources;
+// One analysis per project serves both comparisons (a C++ fixture costs a
+// compilation): the fixer's first pass gives the findings, its last the
+// fixed texts.
+//  - The exact set of findings equals the `# expect:` markers.
+//  - Every fix on its fixtures: a file whose findings carry fixes has beside
+//    it `<file>.fixed`, the text after `--fix --unsafe-fixes`; a file without
+//    fixes has none. The fixer's last pass, over the fixed text, fixes nothing.
+TEST_P(Fixture, FindingsEqualMarkersAndFixesEqualExpectedOutput) {
+  RunOptions options;
+  options.paths.clear();
   std::vector<Expectation> expected;
   for (const auto& p : GetParam()) {
-    SourceFile f{p.string(), read(p)};
-    auto m = markers(f.path, f.text);
+    options.paths.push_back(p.string());
+    auto m = markers(p.string(), read(p));
     expected.insert(expected.end(), m.begin(), m.end());
-    sources.push_back(std::move(f));
   }
   // A marker for a rule whose catalogue entry has not landed yet: the
   // check cannot run, so the comparison would say nothing.
   for (const auto& e : expected)
     if (!Catalogue::builtin().find(e.rule)) GTEST_SKIP() << e.rule << " has no catalogue entry (rules/) yet";
-  Config config;  // every rule enabled
+  options.jobs = 1;
+  options.use_config_files = false;  // every rule enabled
 #ifdef TORCHLEAK_TEST_CACHE_DIR
-  config.cpp_cache_dir = TORCHLEAK_TEST_CACHE_DIR;  // one precompiled LibTorch header for every C++ fixture
+  options.config.cpp_cache_dir = TORCHLEAK_TEST_CACHE_DIR;  // one precompiled LibTorch header for every C++ fixture
 #endif
-  RunResult result = run_sources(sources, config);
+  FixOptions fo;
+  fo.unsafe = true;
+  fo.write = false;
+  FixReport report = fix(options, fo);
+
+  const RunResult& result = report.first;
   for (const auto& e : result.errors) ADD_FAILURE() << e.path << ": " << e.message;
   std::set<Expectation> got, want;
   for (const auto& d : result.diagnostics) {
@@ -131,28 +145,7 @@ TEST_P(Fixture, FindingsEqualMarkers) {
   }
   for (const auto& e : expected) want.insert(e);
   EXPECT_EQ(describe(got), describe(want)) << "fixture: " << GetParam().front().string();
-}
 
-// Every fix on its fixtures: a file whose findings carry fixes has beside it
-// `<file>.fixed`, the text after `--fix --unsafe-fixes`; a file without fixes
-// has none. The fixer's last pass, over the fixed text, fixes nothing.
-TEST_P(Fixture, FixesEqualExpectedOutput) {
-  RunOptions options;
-  for (const auto& p : GetParam()) {
-    options.paths.push_back(p.string());
-    for (const auto& e : markers(p.string(), read(p)))
-      if (!Catalogue::builtin().find(e.rule)) GTEST_SKIP() << e.rule << " has no catalogue entry (rules/) yet";
-  }
-  options.paths.erase(options.paths.begin());  // the default "."
-  options.jobs = 1;
-  options.use_config_files = false;
-#ifdef TORCHLEAK_TEST_CACHE_DIR
-  options.config.cpp_cache_dir = TORCHLEAK_TEST_CACHE_DIR;
-#endif
-  FixOptions fo;
-  fo.unsafe = true;
-  fo.write = false;
-  FixReport report = fix(options, fo);
   for (const auto& e : report.dropped) ADD_FAILURE() << e.path << ": " << e.message;
   std::map<std::string, std::string> fixed;
   for (const auto& f : report.files) fixed[f.path] = f.fixed;
