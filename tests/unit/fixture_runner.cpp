@@ -100,6 +100,23 @@ std::string describe(const std::set<Expectation>& s) {
   return out.empty() ? "  (none)\n" : out;
 }
 
+// The exact set of (rule, line[, column]) findings equals the markers.
+void expect_findings_equal_markers(const RunResult& result, const std::vector<Expectation>& expected,
+                                   const std::string& fixture) {
+  for (const auto& e : result.errors) ADD_FAILURE() << e.path << ": " << e.message;
+  std::set<Expectation> got, want;
+  for (const auto& d : result.diagnostics) {
+    // Compare columns only where the marker gives one.
+    uint32_t col = codepoints(d.source_line, d.start.column) + 1;
+    bool marker_has_column = std::any_of(expected.begin(), expected.end(), [&](const Expectation& e) {
+      return e.path == d.path && e.line == d.start.line && e.rule == d.rule_id && e.column != 0;
+    });
+    got.insert({d.path, d.rule_id, d.start.line, marker_has_column ? col : 0});
+  }
+  for (const auto& e : expected) want.insert(e);
+  EXPECT_EQ(describe(got), describe(want)) << "fixture: " << fixture;
+}
+
 class Fixture : public ::testing::TestWithParam<std::vector<fs::path>> {};
 
 // One analysis per project serves both comparisons (a C++ fixture costs a
@@ -132,19 +149,7 @@ TEST_P(Fixture, FindingsEqualMarkersAndFixesEqualExpectedOutput) {
   fo.write = false;
   FixReport report = fix(options, fo);
 
-  const RunResult& result = report.first;
-  for (const auto& e : result.errors) ADD_FAILURE() << e.path << ": " << e.message;
-  std::set<Expectation> got, want;
-  for (const auto& d : result.diagnostics) {
-    // Compare columns only where the marker gives one.
-    uint32_t col = codepoints(d.source_line, d.start.column) + 1;
-    bool marker_has_column = std::any_of(expected.begin(), expected.end(), [&](const Expectation& e) {
-      return e.path == d.path && e.line == d.start.line && e.rule == d.rule_id && e.column != 0;
-    });
-    got.insert({d.path, d.rule_id, d.start.line, marker_has_column ? col : 0});
-  }
-  for (const auto& e : expected) want.insert(e);
-  EXPECT_EQ(describe(got), describe(want)) << "fixture: " << GetParam().front().string();
+  expect_findings_equal_markers(report.first, expected, GetParam().front().string());
 
   for (const auto& e : report.dropped) ADD_FAILURE() << e.path << ": " << e.message;
   std::map<std::string, std::string> fixed;
@@ -165,6 +170,24 @@ TEST_P(Fixture, FindingsEqualMarkersAndFixesEqualExpectedOutput) {
   EXPECT_TRUE(report.converged) << "fixing the fixed text changes it again";
 }
 
+// The runtime oracle's programs (fixtures/runtime/python/<rule>_<case>/):
+// torchleak flags each leaking program exactly where its markers say, and
+// stays silent on the fixed one, which carries no marker.
+class RuntimeProgram : public ::testing::TestWithParam<std::vector<fs::path>> {};
+
+TEST_P(RuntimeProgram, FlaggedExactlyWhereMarked) {
+  std::vector<SourceFile> sources;
+  std::vector<Expectation> expected;
+  for (const auto& p : GetParam()) {
+    SourceFile f{p.string(), read(p)};
+    auto m = markers(f.path, f.text);
+    expected.insert(expected.end(), m.begin(), m.end());
+    sources.push_back(std::move(f));
+  }
+  Config config;  // every rule enabled
+  expect_findings_equal_markers(run_sources(sources, config), expected, GetParam().front().string());
+}
+
 std::string fixture_name(const ::testing::TestParamInfo<std::vector<fs::path>>& info) {
   const fs::path& p = info.param.front();
   fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures";
@@ -181,6 +204,7 @@ INSTANTIATE_TEST_SUITE_P(Python, Fixture, ::testing::ValuesIn(projects("python",
 INSTANTIATE_TEST_SUITE_P(Cpp, Fixture, ::testing::ValuesIn(projects("cpp", ".cpp")), fixture_name);
 #endif
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fixture);
+INSTANTIATE_TEST_SUITE_P(Runtime, RuntimeProgram, ::testing::ValuesIn(projects("runtime/python", ".py")), fixture_name);
 
 // Every rule of the catalogue that claims Python has a fixture folder with at
 // least 8 positive and 8 negative files.
