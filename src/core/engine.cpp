@@ -61,6 +61,23 @@ bool has_lone_cr(std::string_view text) {
   return false;
 }
 
+// The longest run of lines that hold only a comment (blank lines do not end
+// a run). The Python parser library (tree-sitter 0.20) corrupts its heap when
+// about 65,000 comments follow one another with no token between them.
+size_t longest_comment_run(std::string_view text) {
+  size_t run = 0, longest = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = std::min(text.find('\n', pos), text.size());
+    size_t first = text.find_first_not_of(" \t\r\f", pos);
+    if (first < end && text[first] == '#') longest = std::max(longest, ++run);
+    else if (first < end) run = 0;
+    pos = end + 1;
+  }
+  return longest;
+}
+
+constexpr size_t kMaxCommentRun = 32768;
+
 struct Slot {
   FileResult result;
   std::string skipped;  // not analyzed, by choice (too large): why
@@ -103,6 +120,13 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
   }
   slot.lines = static_cast<size_t>(std::count(input->text.begin(), input->text.end(), '\n')) +
                (input->text.empty() || input->text.back() == '\n' ? 0 : 1);
+  if (frontend->language() == "python") {
+    if (size_t run = longest_comment_run(input->text); run > kMaxCommentRun) {
+      slot.result.error = fmt::format("{} comment lines in a row, more than the parser handles safely ({})", run,
+                                      kMaxCommentRun);
+      return;
+    }
+  }
   try {
     frontend->analyze(*input, config, slot.result);
   } catch (const std::exception& e) {
