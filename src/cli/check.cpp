@@ -29,7 +29,24 @@ namespace {
 
 std::atomic<bool> g_cancel{false};
 
-void on_signal(int) { g_cancel.store(true); }
+// The temporary report being written, for the signal handler to remove. Set
+// before the file is created, cleared after the rename; a fixed buffer, since
+// the handler may only use async-signal-safe calls.
+char g_temporary[4096];
+volatile std::sig_atomic_t g_temporary_set = 0;
+
+// SIGINT and SIGTERM end the run at once, whatever file is being analyzed: a
+// pathological file must not keep a pre-commit hook or a CI job waiting. The
+// report is only ever written through a temporary file and a rename, so the
+// only thing to clean up is that temporary file.
+void on_signal(int sig) {
+  g_cancel.store(true);
+  if (g_temporary_set) ::unlink(g_temporary);
+  constexpr char kMessage[] = "torchleak: interrupted; no report written\n";
+  ssize_t ignored = ::write(STDERR_FILENO, kMessage, sizeof kMessage - 1);
+  (void)ignored;
+  ::_exit(128 + sig);
+}
 
 // The directory %SRCROOT% (and GitHub's file=) stands for: the git work tree
 // that holds the working directory, else the working directory itself.
@@ -90,6 +107,13 @@ std::string write_atomically(const std::string& path, const std::string& text) {
     if (ec) return fmt::format("cannot create directory {}: {}", parent.string(), ec.message());
   }
   std::string tmp = path + ".torchleak-tmp." + std::to_string(::getpid());
+  if (tmp.size() >= sizeof g_temporary) return "path too long";
+  std::memcpy(g_temporary, tmp.c_str(), tmp.size() + 1);
+  g_temporary_set = 1;
+  // Whatever happens below, the temporary file is gone or renamed on return.
+  struct Unset {
+    ~Unset() { g_temporary_set = 0; }
+  } unset;
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) return std::strerror(errno);
   bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size();
@@ -101,10 +125,6 @@ std::string write_atomically(const std::string& path, const std::string& text) {
   if (!written) {
     std::remove(tmp.c_str());
     return std::strerror(saved);
-  }
-  if (g_cancel.load()) {
-    std::remove(tmp.c_str());
-    return "interrupted";
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     saved = errno;
@@ -199,6 +219,10 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   cmd.add_flag("-q,--quiet", a.quiet, "Print the findings only: no summary, no notes");
   cmd.add_flag("--no-gitignore", a.no_gitignore, "Also analyze files that .gitignore excludes");
   cmd.add_option("-j,--jobs", a.jobs, "Threads to analyze with (default: one per core)");
+  cmd.add_option("--max-file-size", a.max_file_size,
+                 "Skip files larger than this, with a note: bytes, or with a unit (500KiB, 10MiB); 0: no limit "
+                 "(default: 10MiB)")
+      ->transform(CLI::AsSizeValue(false));
   cmd.add_option("-p,--build-path", a.build_path,
                  "C++: the build directory holding compile_commands.json (default: searched upward from each file)");
   cmd.add_option("--extra-arg", a.extra_args, "C++: an argument appended to every compile command (repeatable)");
@@ -241,6 +265,7 @@ int run_check(const CheckArgs& a) {
   options.config.cpp_extra_args = a.extra_args;
   options.config.cpp_extra_args_before = a.extra_args_before;
   options.jobs = a.jobs;
+  options.max_file_size = a.max_file_size;
   options.respect_gitignore = !a.no_gitignore;
   options.config_file = a.config;
   options.use_config_files = !a.isolated;

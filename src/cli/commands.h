@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct CheckArgs {
   bool quiet = false;
   bool no_gitignore = false;
   unsigned jobs = 0;
+  uint64_t max_file_size = 10u << 20;  // bytes; 0: no limit
   // C++ (LibTorch): the build directory of compile_commands.json, and compiler
   // arguments appended to (or inserted before) every compile command.
   std::string build_path;

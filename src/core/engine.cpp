@@ -1,13 +1,14 @@
 #include "core/engine.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "core/config_file.h"
@@ -54,8 +55,32 @@ std::string_view line_containing(std::string_view text, size_t byte) {
   return line;
 }
 
+bool has_lone_cr(std::string_view text) {
+  for (size_t i = text.find('\r'); i != std::string_view::npos; i = text.find('\r', i + 1))
+    if (i + 1 == text.size() || text[i + 1] != '\n') return true;
+  return false;
+}
+
+// The longest run of lines that hold only a comment (blank lines do not end
+// a run). The Python parser library (tree-sitter 0.20) corrupts its heap when
+// about 65,000 comments follow one another with no token between them.
+size_t longest_comment_run(std::string_view text) {
+  size_t run = 0, longest = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = std::min(text.find('\n', pos), text.size());
+    size_t first = text.find_first_not_of(" \t\r\f", pos);
+    if (first < end && text[first] == '#') longest = std::max(longest, ++run);
+    else if (first < end) run = 0;
+    pos = end + 1;
+  }
+  return longest;
+}
+
+constexpr size_t kMaxCommentRun = 32768;
+
 struct Slot {
   FileResult result;
+  std::string skipped;  // not analyzed, by choice (too large): why
   size_t lines = 0;
   const Config* config = nullptr;  // the settings this file was analyzed with
 };
@@ -82,8 +107,26 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
     stripped.text = file.text.substr(3);
     input = &stripped;
   }
+  // A lone carriage return ends a line for Python (old Mac line ends); the
+  // parser only knows \n. Replacing it keeps every byte offset, so positions,
+  // excerpts and fixes stay those of the file.
+  SourceFile lf;
+  if (has_lone_cr(input->text)) {
+    lf.path = input->path;
+    lf.text = input->text;
+    for (size_t i = 0; i < lf.text.size(); ++i)
+      if (lf.text[i] == '\r' && (i + 1 == lf.text.size() || lf.text[i + 1] != '\n')) lf.text[i] = '\n';
+    input = &lf;
+  }
   slot.lines = static_cast<size_t>(std::count(input->text.begin(), input->text.end(), '\n')) +
                (input->text.empty() || input->text.back() == '\n' ? 0 : 1);
+  if (frontend->language() == "python") {
+    if (size_t run = longest_comment_run(input->text); run > kMaxCommentRun) {
+      slot.result.error = fmt::format("{} comment lines in a row, more than the parser handles safely ({})", run,
+                                      kMaxCommentRun);
+      return;
+    }
+  }
   try {
     frontend->analyze(*input, config, slot.result);
   } catch (const std::exception& e) {
@@ -159,6 +202,10 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused) {
   for (auto& s : slots) index.add_all(std::move(s.result.facts));
   index.finalize();
   for (auto& s : slots) {
+    if (!s.skipped.empty()) {
+      out.notes.push_back({s.result.path, s.skipped});
+      continue;
+    }
     if (s.result.error) {
       out.errors.push_back({s.result.path, *s.result.error});
       continue;
@@ -184,21 +231,61 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused) {
   return out;
 }
 
-bool read_file(const std::string& path, std::string& text, std::string& error) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = errno ? fmt::format("cannot open: {}", std::strerror(errno)) : "cannot open";
-    return false;
+std::string size_text(uint64_t bytes) {
+  if (bytes >= (1u << 20)) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1u << 20));
+  if (bytes >= (1u << 10)) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / (1u << 10));
+  return fmt::format("{} bytes", bytes);
+}
+
+enum class ReadStatus { Ok, Failed, TooLarge };
+
+// Reads a whole file. Opened without blocking and checked after opening (it
+// may have changed since discovery): a FIFO or a device is never read, so
+// the run cannot hang on one, and a file above `max_size` is not read at all.
+ReadStatus read_file(const std::string& path, uint64_t max_size, std::string& text, std::string& why) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    why = errno == ENOENT ? "no such file or directory" : fmt::format("cannot open: {}", std::strerror(errno));
+    return ReadStatus::Failed;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) {
-    error = errno ? fmt::format("read error: {}", std::strerror(errno)) : "read error";
-    return false;
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    why = fmt::format("cannot read: {}", std::strerror(errno));
+    return ReadStatus::Failed;
   }
-  text = std::move(ss).str();
-  return true;
+  if (!S_ISREG(st.st_mode)) {
+    why = "not a regular file";
+    return ReadStatus::Failed;
+  }
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (max_size && size > max_size) {
+    why = fmt::format("skipped: too large ({}; --max-file-size is {})", size_text(size), size_text(max_size));
+    return ReadStatus::TooLarge;
+  }
+  text.clear();
+  text.reserve(size);
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      why = fmt::format("read error: {}", std::strerror(errno));
+      return ReadStatus::Failed;
+    }
+    text.append(buffer, static_cast<size_t>(n));
+    // The file grew while being read: the limit still holds.
+    if (max_size && text.size() > max_size) {
+      why = fmt::format("skipped: too large (more than {}; --max-file-size is {})", size_text(max_size),
+                        size_text(max_size));
+      return ReadStatus::TooLarge;
+    }
+  }
+  return ReadStatus::Ok;
 }
 
 }  // namespace
@@ -273,11 +360,17 @@ RunResult run(const RunOptions& options) {
     if (auto ov = options.overlays.find(path); ov != options.overlays.end()) {
       file.text = ov->second;
     } else {
-      std::string error;
-      if (!read_file(path, file.text, error)) {
-        slots[i].result.path = path;
-        slots[i].result.error = error;
-        return;
+      std::string why;
+      switch (read_file(path, options.max_file_size, file.text, why)) {
+        case ReadStatus::Ok: break;
+        case ReadStatus::Failed:
+          slots[i].result.path = path;
+          slots[i].result.error = why;
+          return;
+        case ReadStatus::TooLarge:
+          slots[i].result.path = path;
+          slots[i].skipped = why;
+          return;
       }
     }
     analyze_one(file, *slots[i].config, slots[i]);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -21,6 +22,8 @@ struct FileError {
   std::string message;
 };
 
+inline constexpr uint64_t kDefaultMaxFileSize = 10u << 20;  // 10 MiB
+
 struct RunOptions {
   std::vector<std::string> paths{"."};
   Config config;      // command-line settings (select, ignore, exclude, ...)
@@ -36,6 +39,9 @@ struct RunOptions {
   bool respect_gitignore = true;
   // Buffers that take precedence over the files on disk (the editor's).
   std::map<std::string, std::string> overlays;
+  // Files larger than this many bytes are skipped with a note ("skipped: too
+  // large"); 0: no limit. The default is far above any hand-written source.
+  uint64_t max_file_size = kDefaultMaxFileSize;
   // Set to true from a signal handler to stop promptly.
   const std::atomic<bool>* cancel = nullptr;
 };

@@ -485,9 +485,10 @@ struct Model::Builder {
     }
     // `torch.set_grad_enabled(False)` as a statement: off until the end of
     // the enclosing block, or a later `torch.set_grad_enabled(True)`.
-    TSNode statement = ts_node_parent(node);
-    if ((c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled") &&
-        kind_of(statement) == Kind::ExpressionStatement && ts_node_named_child_count(c.args) == 1) {
+    // (ts_node_parent costs the node's depth: asked only of these calls.)
+    bool sets_grad = c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled";
+    TSNode statement = sets_grad ? ts_node_parent(node) : TSNode{};
+    if (sets_grad && kind_of(statement) == Kind::ExpressionStatement && ts_node_named_child_count(c.args) == 1) {
       Kind flag = kind_of(ts_node_named_child(c.args, 0));
       GradState state = flag == Kind::False ? GradState::Disabled : flag == Kind::True ? GradState::Enabled
                                                                                     : GradState::Maybe;
