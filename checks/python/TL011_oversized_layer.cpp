@@ -10,20 +10,18 @@
 // takes the value that gives fewer parameters, so the estimate is a lower
 // bound.
 //
-// Numbers in the message have three significant digits: parameters in
-// decimal units (K, M, G, T), bytes in binary ones (KiB, MiB, GiB, TiB), the
-// largest unit in which the value is at least 1; below 10 two decimals,
-// below 100 one, else none ("1.50 G", "37.3 GiB", "149 GiB", "1010 MiB").
+// Numbers in the message are written by checks/size_format.h, shared with
+// the C++ check.
 #include <fmt/format.h>
 
 #include <cerrno>
-#include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "checks/python/check.h"
+#include "checks/size_format.h"
 
 namespace torchleak::python {
 
@@ -39,32 +37,6 @@ constexpr uint64_t kFp32 = 4;
 // Parameter counts are computed in 128 bits and checked against the 64-bit
 // byte counts they must fit.
 __extension__ typedef unsigned __int128 U128;
-
-std::string three_digits(double v) {
-  if (std::round(v * 100) / 100 < 10) return fmt::format("{:.2f}", v);
-  if (std::round(v * 10) / 10 < 100) return fmt::format("{:.1f}", v);
-  return fmt::format("{:.0f}", v);
-}
-
-std::string scaled(double v, double base, const char* const* units, size_t n) {
-  size_t u = 0;
-  while (u + 1 < n && v >= base) {
-    v /= base;
-    ++u;
-  }
-  if (u == 0) return fmt::format("{:.0f} {}", v, units[0]);
-  return fmt::format("{} {}", three_digits(v), units[u]);
-}
-
-std::string format_parameter_count(uint64_t n) {
-  static const char* const units[] = {"parameters", "K parameters", "M parameters", "G parameters", "T parameters"};
-  return scaled(static_cast<double>(n), 1000.0, units, 5);
-}
-
-std::string format_bytes(uint64_t n) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  return scaled(static_cast<double>(n), 1024.0, units, 6);
-}
 
 std::optional<int64_t> checked(bool overflow, int64_t v) {
   if (overflow) return std::nullopt;
@@ -265,12 +237,12 @@ class OversizedLayer final : public Check {
       for (const std::string& a : e->shown) args += (args.empty() ? "" : ", ") + a;
       Diagnostic d = ctx.diagnostic(
           c.node, fmt::format("{}({}): {}, {} of fp32 weights, {} with gradients and Adam state",
-                              code_snippet(m.text(c.func)), args, format_parameter_count(e->parameters),
-                              format_bytes(fp32), format_bytes(training)));
+                              code_snippet(m.text(c.func)), args, size_format::parameter_count(e->parameters),
+                              size_format::bytes(fp32), size_format::bytes(training)));
       d.help = fmt::format(
           "above the oversized-layer-threshold of {}: factorize it (a low-rank bottleneck, a smaller vocabulary, "
           "sparse or hashed embeddings) or shard it across devices",
-          format_bytes(ctx.config().oversized_layer_bytes));
+          size_format::bytes(ctx.config().oversized_layer_bytes));
       ctx.report(std::move(d));
     }
   }

@@ -398,6 +398,8 @@ TEST(TidyModule, ClangTidyLoadsTheModuleAndReportsOnFixtures) {
   std::string listed = run_command(tidy + " --load=" + module + " -checks='-*,torchleak-*' --list-checks", status);
   EXPECT_NE(listed.find("torchleak-accumulate-undetached"), std::string::npos) << listed;
   EXPECT_NE(listed.find("torchleak-module-tensor-cache"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("torchleak-empty-cache-in-loop"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("torchleak-oversized-layer"), std::string::npos) << listed;
 
   TempDir dir;
   fs::path tl001 = dir.path() / "pos_epoch_total_tensor.cpp";
