@@ -533,11 +533,6 @@ class FunctionReads {
         self_read(r.parent, r.grandparent, r.great_grandparent);
         continue;
       }
-      // The attribute name of `self.X` is read with it, above.
-      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute) {
-        TSNode obj = field(r.parent, "object");
-        if (kind_of(obj) == Kind::Identifier && !ts_node_eq(obj, r.node) && m_.text(obj) == self_) continue;
-      }
       identifier(r.node, r.parent, r.function);
     }
   }

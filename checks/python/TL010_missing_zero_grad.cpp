@@ -30,6 +30,7 @@
 #include <deque>
 #include <filesystem>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "checks/python/check.h"
@@ -99,19 +100,22 @@ class MissingZeroGrad final : public Check {
 
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    std::unordered_set<int> reported;  // one finding per loop
+    // Each loop is decided once, however many backward calls it holds: the
+    // first of them carries the finding.
+    std::unordered_map<int, const Call*> steps;  // loop -> its optimizer step, or null
+    std::unordered_set<int> decided;
     for (const Call& c : m.calls()) {
       if (!is_backward(c) || c.loop < 0) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
         if (m.loops()[loop].kind == LoopKind::Comprehension) break;
-        const Call* step = optimizer_step(m, loop);
+        auto found = steps.find(loop);
+        if (found == steps.end()) found = steps.emplace(loop, optimizer_step(m, loop)).first;
+        const Call* step = found->second;
         if (!step) continue;  // try the enclosing loop
         std::vector<std::string> external;
-        if (!reported.count(loop) && !clears_in_loop(m, loop, external)) {
-          reported.insert(loop);
+        if (decided.insert(loop).second && !clears_in_loop(m, loop, external))
           report(ctx, c, *step, loop, std::move(external));
-        }
         break;
       }
     }
@@ -146,9 +150,12 @@ class MissingZeroGrad final : public Check {
       std::string_view name = b.name;
       if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
     }
-    for (const Call& c : m.calls()) {
-      uint32_t at = start_byte(c.node);
-      if (at < start || at >= end) continue;
+    // Calls are in source order: only those in [start, end) are visited.
+    const auto& calls = m.calls();
+    auto first = std::lower_bound(calls.begin(), calls.end(), start,
+                                  [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+    for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
+      const Call& c = *it;
       std::string_view name = call_name(c);
       if (names_clearing(name)) return true;
       // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
@@ -239,9 +246,9 @@ class MissingZeroGrad final : public Check {
 
   // `del p.grad` in [start, end).
   static bool has_grad_delete(const Model& m, uint32_t start, uint32_t end) {
-    std::string_view text = m.source().text();
+    std::string_view text = m.source().text().substr(0, end);  // never past the range
     size_t at = start;
-    while ((at = text.find("del ", at)) != std::string_view::npos && at < end) {
+    while ((at = text.find("del ", at)) != std::string_view::npos) {
       size_t eol = text.find('\n', at);
       std::string_view line = text.substr(at, std::min<size_t>(eol, end) - at);
       if (contains(line, ".grad")) return true;

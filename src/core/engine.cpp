@@ -61,11 +61,16 @@ bool has_lone_cr(std::string_view text) {
   return false;
 }
 
+constexpr size_t kMaxCommentRun = 32768;
+
 // The longest run of lines that hold only a comment (blank lines do not end
-// a run). The Python parser library (tree-sitter 0.20) corrupts its heap when
-// about 65,000 comments follow one another with no token between them.
+// a run), or 0 when the file cannot hold a run longer than kMaxCommentRun.
+// The Python parser library (tree-sitter 0.20) corrupts its heap when about
+// 65,000 comments follow one another with no token between them.
 size_t longest_comment_run(std::string_view text) {
   size_t run = 0, longest = 0;
+  // A run needs that many lines: most files are answered by one count.
+  if (static_cast<size_t>(std::count(text.begin(), text.end(), '\n')) + 1 <= kMaxCommentRun) return 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t end = std::min(text.find('\n', pos), text.size());
     size_t first = text.find_first_not_of(" \t\r\f", pos);
@@ -75,8 +80,6 @@ size_t longest_comment_run(std::string_view text) {
   }
   return longest;
 }
-
-constexpr size_t kMaxCommentRun = 32768;
 
 struct Slot {
   FileResult result;

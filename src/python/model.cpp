@@ -209,6 +209,12 @@ struct Model::Builder {
       case Kind::Comment: m.comments_.push_back(node); return;
       case Kind::Identifier: {
         size_t n = ancestors.size();
+        // Not a name: the attribute of `x.attr`, the keyword of `f(key=...)`.
+        if (n > 0) {
+          Kind pk = kind_of(ancestors[n - 1]);
+          bool leads = start_byte(ancestors[n - 1]) == start_byte(node);
+          if ((pk == Kind::Attribute && !leads) || (pk == Kind::KeywordArgument && leads)) return;
+        }
         m.references_.push_back({node, n > 0 ? ancestors[n - 1] : TSNode{}, n > 1 ? ancestors[n - 2] : TSNode{},
                                  n > 2 ? ancestors[n - 3] : TSNode{}, current_function()});
         return;
