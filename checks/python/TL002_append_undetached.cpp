@@ -205,12 +205,12 @@ class AppendUndetached final : public Check {
       Kind k = kind_of(n);
       if (k == Kind::Tuple || k == Kind::List || k == Kind::Set || k == Kind::Dictionary) {
         // Reversed, so that leaves come out in source order.
-        for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) {
-          TSNode item = ts_node_named_child(n, i);
-          if (kind_of(item) == Kind::Comment) continue;
-          if (k == Kind::Dictionary) item = field(item, "value");
-          work.push_back(item);
-        }
+        size_t first = work.size();
+        for_each_named_child(n, [&](TSNode item) {
+          if (kind_of(item) == Kind::Comment) return;
+          work.push_back(k == Kind::Dictionary ? field(item, "value") : item);
+        });
+        std::reverse(work.begin() + static_cast<std::ptrdiff_t>(first), work.end());
         continue;
       }
       if (k == Kind::ListComprehension || k == Kind::GeneratorExpression || k == Kind::SetComprehension) {

@@ -310,21 +310,17 @@ class ValueCollector {
       }
       case Kind::ConditionalExpression:
       case Kind::BooleanOperator:
-        for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
-          collect(ts_node_named_child(expr, i), path, out, depth + 1);
+        for_each_named_child(expr, [&](TSNode c) { collect(c, path, out, depth + 1); });
         return;
       case Kind::List:
       case Kind::Tuple:
       case Kind::Set:
       case Kind::Dictionary:
-        for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
-          collect(ts_node_named_child(expr, i), "?", out, depth + 1);
+        for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
       default:
-        if (kind_of(expr) == Kind::Other) {  // a dictionary pair, a splat: look inside
-          for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i)
-            collect(ts_node_named_child(expr, i), "?", out, depth + 1);
-        }
+        if (kind_of(expr) == Kind::Other)  // a dictionary pair, a splat: look inside
+          for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
     }
   }

@@ -78,8 +78,7 @@ std::vector<TSNode> returned_values(const Function& f) {
       if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
       continue;
     }
-    uint32_t count = ts_node_named_child_count(n);
-    for (uint32_t i = count; i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return out;
 }

@@ -187,7 +187,7 @@ std::vector<Edit> wrap_edits(const Model& m, TSNode loop, const std::string& gua
       if (ts_node_start_point(n).row != ts_node_end_point(n).row) strings.emplace_back(start_byte(n), end_byte(n));
       continue;
     }
-    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   std::vector<Edit> edits{Edit{s, s, fmt::format("with {}:\n{}{}", guard, indent, unit)}};
   for (uint32_t p = s; p < e; ++p) {

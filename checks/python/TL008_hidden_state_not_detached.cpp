@@ -73,13 +73,14 @@ int callee_function(const Model& m, const Call& c) {
 
 // Whether the subtree of `node` reads `.data` (the pre-0.4 way to detach).
 bool reads_data(const Model& m, TSNode node) {
+  if (m.text(node).find("data") == std::string_view::npos) return false;  // most bodies: one scan of the text
   std::vector<TSNode> work{node};
   while (!work.empty()) {
     TSNode n = work.back();
     work.pop_back();
     if (is_null(n)) continue;
     if (kind_of(n) == Kind::Attribute && m.text(field(n, "attribute")) == "data") return true;
-    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return false;
 }
@@ -185,7 +186,7 @@ DetachAnswer value_detaches(const Model& m, const Summaries& sums, TSNode value)
         }
       }
     }
-    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return out;
 }
@@ -389,7 +390,7 @@ std::vector<TSNode> returned_values(const Model& m, int fn) {
       if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
       continue;
     }
-    for (uint32_t i = ts_node_named_child_count(n); i-- > 0;) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return out;
 }

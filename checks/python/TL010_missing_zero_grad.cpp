@@ -144,7 +144,10 @@ class MissingZeroGrad final : public Check {
   // clear is known once every file is indexed.
   static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
                               std::unordered_set<int>& seen, std::vector<std::string>* external) {
+    // `p.grad = None`: a range whose text never says ".grad" assigns none.
+    bool says_grad = m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos;
     for (const Binding& b : m.bindings()) {
+      if (!says_grad) break;
       if (b.start < start || b.start >= end) continue;
       if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
       std::string_view name = b.name;
@@ -203,8 +206,8 @@ class MissingZeroGrad final : public Check {
     if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return "";
     std::string_view name = m.text(receiver);
     if (name == "self") return "self." + c.method;
-    for (const Binding& b : m.bindings())
-      if (b.kind == BindingKind::Import && b.function < 0 && b.name == name) return c.callee;
+    for (const Binding* b : m.bindings_of(name, -1))
+      if (b->kind == BindingKind::Import) return c.callee;
     return "";
   }
 

@@ -215,8 +215,11 @@ struct Model::Builder {
           bool leads = start_byte(ancestors[n - 1]) == start_byte(node);
           if ((pk == Kind::Attribute && !leads) || (pk == Kind::KeywordArgument && leads)) return;
         }
+        // Rules read the names of function bodies; module-level code is not kept.
+        int function = current_function();
+        if (function < 0) return;
         m.references_.push_back({node, n > 0 ? ancestors[n - 1] : TSNode{}, n > 1 ? ancestors[n - 2] : TSNode{},
-                                 n > 2 ? ancestors[n - 3] : TSNode{}, current_function()});
+                                 n > 2 ? ancestors[n - 3] : TSNode{}, function});
         return;
       }
       case Kind::ImportStatement:
@@ -543,8 +546,7 @@ struct Model::Builder {
         if (!q.empty()) m.backward_subjects_.insert(binding_key(function, q));
         if (k == Kind::Identifier) continue;
       }
-      uint32_t count = ts_node_named_child_count(n);
-      for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+      push_named_children(n, work);
     }
   }
 
@@ -931,8 +933,7 @@ bool Model::mentions(TSNode expr, std::string_view name) const {
       work.push_back(field(n, "value"));
       continue;
     }
-    uint32_t count = ts_node_named_child_count(n);
-    for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return false;
 }
@@ -1336,8 +1337,7 @@ Provenance Model::function_returns(const Function& f, int depth) const {
       any = true;
       continue;
     }
-    uint32_t count = ts_node_named_child_count(n);
-    for (uint32_t i = 0; i < count; ++i) work.push_back(ts_node_named_child(n, i));
+    push_named_children(n, work);
   }
   return any ? p : Provenance::Detached;
 }

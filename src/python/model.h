@@ -88,8 +88,8 @@ struct Binding {
   uint32_t end = 0;
 };
 
-// A name read or written anywhere in the file (every identifier node but the
-// attribute of `x.attr` and the keyword of `f(key=...)`), with
+// A name read or written in a function body (every identifier node there but
+// the attribute of `x.attr` and the keyword of `f(key=...)`), with
 // the ancestors rules ask about: `self.rng.random()` gives the identifier
 // `self` with parent the attribute `self.rng`, grandparent `self.rng.random`
 // and great-grandparent the call. In source order.

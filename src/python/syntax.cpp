@@ -162,12 +162,17 @@ TSNode field(TSNode n, std::string_view name) {
 }
 
 TSNode child_of_kind(TSNode n, Kind k) {
-  uint32_t count = ts_node_named_child_count(n);
-  for (uint32_t i = 0; i < count; ++i) {
-    TSNode c = ts_node_named_child(n, i);
-    if (kind_of(c) == k) return c;
-  }
-  return TSNode{};
+  TSNode found{};
+  for_each_named_child(n, [&](TSNode c) {
+    if (ts_node_is_null(found) && kind_of(c) == k) found = c;
+  });
+  return found;
+}
+
+void push_named_children(TSNode n, std::vector<TSNode>& work) {
+  size_t first = work.size();
+  for_each_named_child(n, [&](TSNode c) { work.push_back(c); });
+  std::reverse(work.begin() + static_cast<std::ptrdiff_t>(first), work.end());
 }
 
 TSNode unparenthesize(TSNode n) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace torchleak::python {
 
@@ -100,6 +101,31 @@ TSNode field(TSNode n, std::string_view name);
 TSNode child_of_kind(TSNode n, Kind k);
 // The node with parentheses peeled off.
 TSNode unparenthesize(TSNode n);
+
+// Calls `f(child)` for each named child of `n`, in source order. Asking
+// ts_node_named_child(n, i) for each i starts from the first child every
+// time, quadratic over a wide node (a module of 2,000 statements, a table
+// literal); past a few children one cursor pass visits them all.
+template <class F>
+void for_each_named_child(TSNode n, F&& f) {
+  uint32_t count = ts_node_is_null(n) ? 0 : ts_node_named_child_count(n);
+  if (count <= 4) {
+    for (uint32_t i = 0; i < count; ++i) f(ts_node_named_child(n, i));
+    return;
+  }
+  TSTreeCursor cursor = ts_tree_cursor_new(n);
+  if (ts_tree_cursor_goto_first_child(&cursor)) {
+    do {
+      TSNode c = ts_tree_cursor_current_node(&cursor);
+      if (ts_node_is_named(c)) f(c);
+    } while (ts_tree_cursor_goto_next_sibling(&cursor));
+  }
+  ts_tree_cursor_delete(&cursor);
+}
+
+// Pushes the named children of `n` onto a work stack, last child first, so
+// that they are popped in source order.
+void push_named_children(TSNode n, std::vector<TSNode>& work);
 
 class SourceText {
  public:

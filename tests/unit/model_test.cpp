@@ -959,3 +959,47 @@ j = (T.zeros)
 }
 
 }  // namespace
+
+// for_each_named_child answers exactly what ts_node_named_child(n, i) does,
+// below and above the count where it switches to a cursor, comments and
+// anonymous tokens included; push_named_children stacks them to pop in order.
+TEST(Syntax, NamedChildrenInSourceOrder) {
+  for (int width : {0, 1, 4, 5, 40}) {
+    std::string text = "t = [";
+    for (int i = 0; i < width; ++i)
+      text += (i ? ", " : "") + std::string(i % 3 == 2 ? "# c\n" : "") + "v" + std::to_string(i);
+    text += "]\n";
+    Program p(text);
+    TSNode assignment = ts_node_named_child(ts_node_named_child(p.model().root(), 0), 0);
+    TSNode list = field(assignment, "right");
+    ASSERT_EQ(kind_of(list), Kind::List) << text;
+    std::vector<std::string> expected, seen;
+    for (uint32_t i = 0; i < ts_node_named_child_count(list); ++i)
+      expected.emplace_back(p.model().text(ts_node_named_child(list, i)));
+    for_each_named_child(list, [&](TSNode c) { seen.emplace_back(p.model().text(c)); });
+    EXPECT_EQ(seen, expected) << text;
+    EXPECT_GE(expected.size(), static_cast<size_t>(width)) << text;
+    std::vector<TSNode> work;
+    push_named_children(list, work);
+    std::vector<std::string> popped;
+    while (!work.empty()) {
+      popped.emplace_back(p.model().text(work.back()));
+      work.pop_back();
+    }
+    EXPECT_EQ(popped, expected) << text;
+  }
+}
+
+// References are the names of function bodies: not the attribute of `x.attr`,
+// not the keyword of `f(key=...)`, nothing at module level (a function's own
+// name belongs to its definition, so it is there).
+TEST(ModelReferences, NamesInFunctionBodies) {
+  Program p(
+      "top = make(size=1)\n"
+      "def f(a):\n"
+      "    b = a.attr\n"
+      "    return g(key=b)\n");
+  std::vector<std::string> names;
+  for (const Reference& r : p.model().references()) names.emplace_back(p.model().text(r.node));
+  EXPECT_EQ(names, (std::vector<std::string>{"f", "a", "b", "a", "g", "b"}));
+}
