@@ -11,10 +11,17 @@ std::string_view last_component(std::string_view dotted) {
   return dot == std::string_view::npos ? dotted : dotted.substr(dot + 1);
 }
 
+std::string ProjectIndex::slot(std::string_view kind, std::string_view key) {
+  std::string s;
+  s.reserve(kind.size() + 1 + key.size());
+  s.append(kind).push_back('\0');
+  s.append(key);
+  return s;
+}
+
 void ProjectIndex::add(Fact fact) {
   finalized_ = false;
-  auto key = std::make_pair(fact.kind, fact.key);
-  facts_[std::move(key)].push_back(std::move(fact));
+  facts_[slot(fact.kind, fact.key)].push_back(std::move(fact));
 }
 
 void ProjectIndex::add_all(std::vector<Fact> facts) {
@@ -23,17 +30,17 @@ void ProjectIndex::add_all(std::vector<Fact> facts) {
 
 void ProjectIndex::finalize() {
   children_.clear();
-  for (auto& [key, list] : facts_) {
+  for (auto& [slot, list] : facts_) {
     std::sort(list.begin(), list.end(), [](const Fact& a, const Fact& b) {
       return std::tie(a.file, a.line, a.values) < std::tie(b.file, b.line, b.values);
     });
-    if (key.first != "class") continue;
-    for (const auto& f : list) {
-      for (const auto& base : f.values) {
-        auto& kids = children_[std::string(last_component(base))];
-        if (kids.empty() || kids.back() != key.second) kids.push_back(key.second);  // keys arrive sorted
-      }
-    }
+    if (list.front().kind != "class") continue;
+    for (const auto& f : list)
+      for (const auto& base : f.values) children_[std::string(last_component(base))].push_back(f.key);
+  }
+  for (auto& [base, kids] : children_) {
+    std::sort(kids.begin(), kids.end());
+    kids.erase(std::unique(kids.begin(), kids.end()), kids.end());
   }
   finalized_ = true;
 }
@@ -44,20 +51,21 @@ std::vector<std::string> ProjectIndex::direct_subclasses(std::string_view base) 
     return it == children_.end() ? std::vector<std::string>{} : it->second;
   }
   std::vector<std::string> out;
-  for (const auto& [key, list] : facts_) {
-    if (key.first != "class") continue;
+  for (const auto& [slot, list] : facts_) {
+    if (list.front().kind != "class") continue;
     bool child = std::any_of(list.begin(), list.end(), [&](const Fact& f) {
       return std::any_of(f.values.begin(), f.values.end(),
                          [&](const std::string& b) { return last_component(b) == base; });
     });
-    if (child) out.push_back(key.second);
+    if (child) out.push_back(list.front().key);
   }
+  std::sort(out.begin(), out.end());  // the map's order is not alphabetical
   return out;
 }
 
 std::vector<const Fact*> ProjectIndex::find(std::string_view kind, std::string_view key) const {
   std::vector<const Fact*> out;
-  auto it = facts_.find(std::make_pair(std::string(kind), std::string(key)));
+  auto it = facts_.find(slot(kind, key));
   if (it == facts_.end()) return out;
   for (const auto& f : it->second) out.push_back(&f);
   return out;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace torchleak {
@@ -50,7 +51,10 @@ class ProjectIndex {
   // Classes whose bases name `base` (by last component), without duplicates.
   std::vector<std::string> direct_subclasses(std::string_view base) const;
 
-  std::map<std::pair<std::string, std::string>, std::vector<Fact>, std::less<>> facts_;
+  // Facts by "kind\0key": one hash lookup per query, and no ordered tree of
+  // string pairs to build and tear down for tens of thousands of facts.
+  static std::string slot(std::string_view kind, std::string_view key);
+  std::unordered_map<std::string, std::vector<Fact>> facts_;
   std::map<std::string, std::vector<std::string>, std::less<>> children_;  // built by finalize()
   bool finalized_ = false;
 };
