@@ -1,6 +1,6 @@
 // torchleak_bench: how far the full analysis is from what parsing alone costs.
 //
-//   torchleak_bench DIR [--runs N] [--threads 1,2] [--only floor|full] [--findings]
+//   torchleak_bench DIR [--runs N] [--threads 1,2] [--only floor|full] [--select RULES] [--findings]
 //   torchleak_bench DIR --memory K
 //
 // The Python files under DIR (found as `torchleak check` finds them) are read
@@ -11,6 +11,9 @@
 //          tree, nothing else: no analyzer can be faster than this.
 //   full   torchleak::run_sources with a default configuration: the semantic
 //          model, every check, the project index and the second phase.
+//
+// --select TL004 (or --select none: the semantic model and no check) runs
+// full with only those rules, to see what each check costs.
 //
 // Both use the engine's parallel scheme (parallel_for). The table gives the
 // median of the N runs, files/s, lines/s, the ratio full/floor and the
@@ -37,6 +40,7 @@
 #include <vector>
 
 #include "core/analysis.h"
+#include "core/catalogue.h"
 #include "core/discovery.h"
 #include "core/engine.h"
 #include "python/syntax.h"
@@ -54,12 +58,13 @@ struct Options {
   bool findings = false;
   bool floor = true;  // --only full / --only floor: one mode, for profiling
   bool full = true;
+  std::vector<std::string> select;  // --select: the rules full runs ("none": no rule)
 };
 
 [[noreturn]] void usage(const std::string& why) {
   if (!why.empty()) fmt::print(stderr, "torchleak_bench: {}\n", why);
   fmt::print(stderr,
-             "usage: torchleak_bench DIR [--runs N] [--threads 1,2] [--only floor|full] [--findings]\n"
+             "usage: torchleak_bench DIR [--runs N] [--threads 1,2] [--only floor|full] [--select RULES] [--findings]\n"
              "       torchleak_bench DIR --memory K\n");
   std::exit(2);
 }
@@ -93,6 +98,10 @@ Options parse_options(int argc, char** argv) {
       if (m != "floor" && m != "full") usage("--only takes floor or full");
       o.floor = m == "floor";
       o.full = m == "full";
+    } else if (a == "--select") {
+      std::stringstream ss(value());
+      for (std::string r; std::getline(ss, r, ',');) o.select.push_back(r);
+      if (o.select.empty()) usage("--select needs rules such as TL001,TL004, or none");
     } else if (a == "--findings") {
       o.findings = true;
     } else if (a == "-h" || a == "--help") {
@@ -241,6 +250,15 @@ int benchmark(const Options& o) {
   fmt::print("{} runs; each run: {} for {} thread(s)\n\n", o.runs,
              o.floor && o.full ? "floor then full" : o.floor ? "floor" : "full", fmt::join(o.threads, ", "));
 
+  torchleak::Config config;
+  if (!o.select.empty()) {
+    const auto& catalogue = torchleak::Catalogue::builtin();
+    for (const auto& r : o.select)
+      if (r != "none" && !catalogue.find(r)) usage(fmt::format("--select: no rule {}", r));
+    // "none" is no rule's code or name: selecting it alone runs no check.
+    config.select = o.select;
+    fmt::print("full runs only: {}\n\n", fmt::join(o.select, ", "));
+  }
   std::map<std::pair<std::string, unsigned>, Series> series;
   NodeCount nodes;
   torchleak::RunResult last;
@@ -256,7 +274,7 @@ int benchmark(const Options& o) {
   for (unsigned r = 0; r < o.runs; ++r) {
     for (unsigned t : o.threads) {
       if (o.floor) measure("floor", t, [&] { nodes = run_floor(in, t); });
-      if (o.full) measure("full", t, [&] { last = torchleak::run_sources(in.files, torchleak::Config{}, t); });
+      if (o.full) measure("full", t, [&] { last = torchleak::run_sources(in.files, config, t); });
     }
   }
 

@@ -193,6 +193,15 @@ struct ValueRef {
   }
 };
 
+// Sets and maps of names looked up by string_view, without a copy.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using NameSet = std::unordered_set<std::string, NameHash, std::equal_to<>>;
+template <class V>
+using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+
 // Per-file lookups the collectors share, built once: the model answers these
 // questions by scanning, which is too slow when asked for every name read.
 class FileIndex {
@@ -234,22 +243,22 @@ class FileIndex {
   }
 
   // Module-level bindings (not in a class body): the last one of each name.
-  const std::unordered_map<std::string, const Binding*>& module_names() const { return module_names_; }
+  const NameMap<const Binding*>& module_names() const { return module_names_; }
   // Bindings directly in the body of class `cls` (class attributes).
   const std::vector<const Binding*>& class_body_bindings(int cls) const { return class_body_bindings_[cls]; }
   // The module-level binding of `name` (not one in a class body), if any.
   const Binding* module_binding(std::string_view name) const {
-    auto it = module_names_.find(std::string(name));
+    auto it = module_names_.find(name);
     return it == module_names_.end() ? nullptr : it->second;
   }
-  bool is_module_function(std::string_view name) const { return module_functions_.count(std::string(name)) > 0; }
+  bool is_module_function(std::string_view name) const { return module_functions_.find(name) != module_functions_.end(); }
   // Whether `function` itself binds `name` (a local, a parameter, an import),
   // other than through `global name`.
   bool binds(int function, std::string_view name) const {
-    return function >= 0 && locals_[function].count(std::string(name)) > 0 && !declares_global(function, name);
+    return function >= 0 && locals_[function].find(name) != locals_[function].end() && !declares_global(function, name);
   }
   bool declares_global(int function, std::string_view name) const {
-    return function >= 0 && globals_[function].count(std::string(name)) > 0;
+    return function >= 0 && globals_[function].find(name) != globals_[function].end();
   }
   // Bindings and calls of a method or module-level function and the
   // functions nested in it.
@@ -277,12 +286,12 @@ class FileIndex {
  private:
   const Model& m_;
   std::vector<int> root_;
-  std::vector<std::unordered_set<std::string>> locals_;
-  std::vector<std::unordered_set<std::string>> globals_;
+  std::vector<NameSet> locals_;
+  std::vector<NameSet> globals_;
   std::vector<std::vector<const Binding*>> by_root_bindings_;
   std::vector<std::vector<const Call*>> by_root_calls_;
-  std::unordered_set<std::string> module_functions_;
-  std::unordered_map<std::string, const Binding*> module_names_;
+  NameSet module_functions_;
+  NameMap<const Binding*> module_names_;
   std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
   std::vector<std::vector<const Binding*>> class_body_bindings_;
 };
@@ -557,7 +566,7 @@ class FunctionReads {
     bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
     if (pk == Kind::Attribute && !leads) return;  // an attribute's name
     if (pk == Kind::KeywordArgument && leads) return;  // an argument's name
-    std::string name(m_.text(n));
+    std::string_view name = m_.text(n);
     if (name == self_ || bound_locally(name, function)) return;
     if (const Binding* b = file_.module_binding(name)) {
       if (b->kind == BindingKind::Import) {
