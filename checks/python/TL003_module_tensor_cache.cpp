@@ -404,8 +404,8 @@ class ModuleTensorCache final : public Check {
       if (meant_for_backward(b.name) || loop_accumulation(m, b)) continue;
       // Read by a backward() in a method of the class (a GAN's `self.fake` for `backward_G`): the
       // graph is consumed and freed by the step it belongs to.
-      if (m.feeds_backward(b.name, fn)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
+      if (m.feeds_backward(b.name, fn)) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
       if (is_null(v) || !taint.of(v, fn)) continue;
       Store s;

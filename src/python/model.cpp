@@ -939,6 +939,7 @@ bool Model::mentions(TSNode expr, std::string_view name) const {
 }
 
 bool Model::feeds_backward(std::string_view name, int function) const {
+  if (backward_subjects_.empty()) return false;  // a file with no backward() at all
   // The functions where `name` (or what is computed from it) may be read.
   auto nested_in = [&](int f, int outer) {
     for (; f >= 0; f = functions_[f].parent)
