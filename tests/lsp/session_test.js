@@ -12,6 +12,10 @@ const { spawn } = require('child_process');
 const { pathToFileURL } = require('url');
 
 const binary = process.argv[2];
+// --cpp FIXTURE: the build analyzes C++ too; FIXTURE is a LibTorch program
+// with one `// expect: TL001` marker.
+const cppIndex = process.argv.indexOf('--cpp');
+const cppFixture = cppIndex > 0 ? process.argv[cppIndex + 1] : null;
 const workspace = fs.mkdtempSync(path.join(os.tmpdir(), 'torchleak-lsp-'));
 process.on('exit', () => fs.rmSync(workspace, { recursive: true, force: true }));
 
@@ -217,6 +221,26 @@ function applyEdits(text, edits) {
     assert.match(shown.params.message, /^torchleak: .*bad\/torchleak\.toml.*select/);
   });
   check('files under a bad configuration file are analyzed with the defaults', () => assert.strictEqual(bad.params.diagnostics.length, 1));
+
+  if (cppFixture) {
+    // A LibTorch file: on disk without the leak, in the editor with it.
+    const text = fs.readFileSync(cppFixture, 'utf8');
+    const lines = text.split('\n');
+    const line = lines.findIndex((l) => l.includes('// expect: TL001'));
+    const character = lines[line].search(/\S/);
+    const cppPath = path.join(workspace, 'train.cpp');
+    fs.writeFileSync(cppPath, '// nothing here yet\n');
+    const cppUri = pathToFileURL(cppPath).href;
+    inbox.length = 0;
+    notify('textDocument/didOpen', { textDocument: { uri: cppUri, languageId: 'cpp', version: 1, text } });
+    // The first C++ file builds the LibTorch precompiled header: minutes on a busy machine.
+    const cpp = await take(diagnosticsFor(cppUri, 1), 'C++ diagnostics', 600000);
+    check('a LibTorch buffer gets its TL001 finding where the marker is', () => {
+      assert.deepStrictEqual(cpp.params.diagnostics.map((d) => [d.code, d.range.start]),
+        [['TL001', { line, character }]]);
+      assert.strictEqual(cpp.params.diagnostics[0].source, 'torchleak');
+    });
+  }
 
   const sd = request('shutdown', null);
   const sdReply = await take(response(sd), 'shutdown');
