@@ -10,7 +10,6 @@
 //   h = cell(x, h);
 #include <fmt/format.h>
 
-#include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Lex/Lexer.h>
 
 #include <optional>
@@ -86,54 +85,32 @@ bool is_std_call(const CallExpr* call, llvm::StringRef name) {
   return f && f->isInStdNamespace() && f->getIdentifier() && f->getName() == name;
 }
 
+// A function of the program that detaches what it is given (its body calls
+// detach), or one the translation unit does not define: assumed to, as a
+// repackage_hidden helper in another file usually does.
+bool detaching_helper(const CallExpr* e) {
+  if (isa<CXXMemberCallExpr>(e) || isa<CXXOperatorCallExpr>(e)) return false;
+  const FunctionDecl* f = e->getDirectCallee();
+  if (!f || isa<CXXMethodDecl>(f) || in_namespace(f, {"std::", "at::", "torch::", "c10::"})) return false;
+  const FunctionDecl* definition = nullptr;
+  if (!f->hasBody(definition) || !definition->getBody()) return true;
+  auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("detach", "detach_")))).bind("d")),
+                     *definition->getBody(), definition->getASTContext());
+  return !calls.empty();
+}
+
 // Whether `e` hands `d`'s history on: it mentions `d` other than through
-// `.detach()`, `.detach_()`, `.data()`, or a function of the program that
-// detaches (or that the translation unit does not define: assumed to, as a
-// repackage_hidden helper in another file usually does).
-class LiveMention : public RecursiveASTVisitor<LiveMention> {
- public:
-  explicit LiveMention(const ValueDecl* d) : d_(d) {}
-  bool shouldVisitTemplateInstantiations() const { return false; }
-
-  bool TraverseCXXMemberCallExpr(CXXMemberCallExpr* e) {
-    if (const CXXMethodDecl* m = e->getMethodDecl())
-      if (m->getIdentifier() && is_tensor_type(e->getImplicitObjectArgument()->getType()) &&
-          (m->getName() == "detach" || m->getName() == "detach_" || m->getName() == "data"))
-        return true;
-    return RecursiveASTVisitor::TraverseCXXMemberCallExpr(e);
-  }
-  bool TraverseCallExpr(CallExpr* e) {
-    if (detaching_helper(e)) return true;
-    return RecursiveASTVisitor::TraverseCallExpr(e);
-  }
-  bool VisitDeclRefExpr(DeclRefExpr* e) {
-    found = found || e->getDecl() == d_;
-    return !found;
-  }
-  bool VisitMemberExpr(MemberExpr* e) {
-    found = found || e->getMemberDecl() == d_;
-    return !found;
-  }
-  bool found = false;
-
- private:
-  static bool detaching_helper(const CallExpr* e) {
-    const FunctionDecl* f = e->getDirectCallee();
-    if (!f || isa<CXXMethodDecl>(f) || in_namespace(f, {"std::", "at::", "torch::", "c10::"})) return false;
-    const FunctionDecl* definition = nullptr;
-    if (!f->hasBody(definition) || !definition->getBody()) return true;
-    auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("detach", "detach_")))).bind("d")),
-                       *definition->getBody(), definition->getASTContext());
-    return !calls.empty();
-  }
-  const ValueDecl* d_;
-};
-
+// `.detach()`, `.detach_()`, `.data()` or a detaching helper.
 bool mentions_live(const Stmt* e, const ValueDecl* d) {
-  if (!e) return false;
-  LiveMention v(d);
-  v.TraverseStmt(const_cast<Stmt*>(e));
-  return v.found;
+  return Semantics::mentions(e, d, [](const Stmt* s) {
+    if (auto* m = dyn_cast<CXXMemberCallExpr>(s)) {
+      const CXXMethodDecl* method = m->getMethodDecl();
+      return method && method->getIdentifier() && is_tensor_type(m->getImplicitObjectArgument()->getType()) &&
+             (method->getName() == "detach" || method->getName() == "detach_" || method->getName() == "data");
+    }
+    auto* call = dyn_cast<CallExpr>(s);
+    return call && detaching_helper(call);
+  });
 }
 
 // A write of the state in the loop: `d = e`, `std::tie(.., d, ..) = e`, or an
