@@ -77,7 +77,11 @@ class DefinitionFinder : public RecursiveASTVisitor<DefinitionFinder> {
 
 class MentionFinder : public RecursiveASTVisitor<MentionFinder> {
  public:
-  explicit MentionFinder(const ValueDecl* d) : d_(d) {}
+  explicit MentionFinder(const ValueDecl* d, llvm::function_ref<bool(const Stmt*)> skip = {}) : d_(d), skip_(skip) {}
+  bool TraverseStmt(Stmt* s) {
+    if (s && skip_ && skip_(s)) return true;
+    return RecursiveASTVisitor::TraverseStmt(s);
+  }
   bool VisitDeclRefExpr(DeclRefExpr* e) {
     found = found || e->getDecl() == d_;
     return !found;
@@ -90,6 +94,7 @@ class MentionFinder : public RecursiveASTVisitor<MentionFinder> {
 
  private:
   const ValueDecl* d_;
+  llvm::function_ref<bool(const Stmt*)> skip_;
 };
 
 class NamedDeclCollector : public RecursiveASTVisitor<NamedDeclCollector> {
@@ -572,9 +577,9 @@ std::vector<Semantics::Definition> Semantics::definitions(const ValueDecl* d, co
   return out;
 }
 
-bool Semantics::mentions(const Stmt* e, const ValueDecl* d) {
+bool Semantics::mentions(const Stmt* e, const ValueDecl* d, llvm::function_ref<bool(const Stmt*)> skip) {
   if (!e) return false;
-  MentionFinder f(d);
+  MentionFinder f(d, skip);
   f.TraverseStmt(const_cast<Stmt*>(e));
   return f.found;
 }

@@ -92,8 +92,10 @@ class Semantics {
     std::string op;
   };
   std::vector<Definition> definitions(const clang::ValueDecl* d, const clang::Stmt* body) const;
-  // Whether `e` mentions `d`.
-  static bool mentions(const clang::Stmt* e, const clang::ValueDecl* d);
+  // Whether `e` mentions `d`, outside the subexpressions `skip` accepts when
+  // it is given.
+  static bool mentions(const clang::Stmt* e, const clang::ValueDecl* d,
+                       llvm::function_ref<bool(const clang::Stmt*)> skip = {});
 
   // The source text of `e` as written.
   std::string text(const clang::Expr* e) const;
