@@ -163,6 +163,19 @@ TEST(CompileCommands, BuildPathWithoutDatabaseIsAnError) {
                        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON)");
 }
 
+TEST(CompileCommands, BrokenDatabaseFoundWalkingUpIsAnError) {
+  TempDir dir;
+  fs::path src = dir.write("src/train.cpp", "int main() {}\n");
+  // Valid up to its end: Clang's YAML reader alone would keep the first entry.
+  dir.write("compile_commands.json", "[{\"directory\": \"/\", \"file\": \"a.cpp\", \"command\": \"c++ a.cpp\"},\n");
+  std::string error;
+  EXPECT_FALSE(compile_command_for(src.string(), Settings{}, env_of({}), error));
+  EXPECT_EQ(error, (dir.path() / "compile_commands.json").string() +
+                       ": not valid JSON at line 2, column 1: syntax error while parsing value - unexpected end "
+                       "of input; expected '[', '{', or a literal (the compilation database found above the file; "
+                       "fix it, or name another build directory with -p)");
+}
+
 TEST(CompileCommands, FallbackFlagsUseTheDiscoveredLibTorch) {
   TempDir dir;
   fs::path prefix = fake_libtorch(dir, "libtorch");
