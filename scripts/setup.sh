@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what torchleak needs on Debian (bookworm) and builds it.
-# Usage: scripts/setup.sh [PRESET]   (PRESET: release (default), dev, asan)
+# Usage: scripts/setup.sh [PRESET]   (PRESET: release (default), dev, asan, fuzz)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
@@ -11,6 +11,8 @@ packages=(
   libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
   libgit2-dev libxxhash-dev libgtest-dev libdtl-dev jq
   libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
+  # libFuzzer's runtime (libclang_rt.fuzzer) for the fuzz preset: clang-14 only recommends it.
+  libclang-rt-14-dev
 )
 # Node.js and npm only fetch the pinned grammar sources. A machine that already
 # has them (from any source) keeps its own: Debian's npm package conflicts with

@@ -1,7 +1,23 @@
 #!/usr/bin/env bash
-# Installs everything the tests use, builds with warnings as errors, runs every test.
+# Installs everything the tests use, builds with warnings as errors, runs every test:
+#   dev   the whole suite;
+#   asan  the whole suite again under AddressSanitizer and UndefinedBehaviorSanitizer
+#         (CMakePresets.json's asan test preset says which test it leaves out, and why);
+#   fuzz  each libFuzzer target of tests/fuzz for 60 s, seeded from fixtures/ and the tests.
+# TORCHLEAK_TEST_PRESETS picks some of them (default: "dev asan fuzz").
 set -euo pipefail
 cd "$(dirname "$0")/.."
+presets=${TORCHLEAK_TEST_PRESETS:-dev asan fuzz}
 # pre-commit: the hook test; neovim: the editor test; python3-torch: the runtime oracle.
 TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim python3-torch python3-numpy ${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
-ctest --preset dev
+
+for preset in $presets; do
+  start=$SECONDS
+  if [ "$preset" != dev ]; then  # setup.sh built dev
+    cmake --preset "$preset" >/dev/null
+    cmake --build --preset "$preset"
+  fi
+  built=$SECONDS
+  ctest --preset "$preset"
+  echo "test.sh: $preset: built in $((built - start)) s, tested in $((SECONDS - built)) s"
+done

@@ -268,12 +268,14 @@ std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignmen
     argument_names(m, a, args);
   }
   std::vector<FedState> out;
-  for (auto& [name, in_tuple] : args) {
+  for (auto& arg : args) {
+    // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
+    const auto& name = arg.first;
     if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
     // `x, _ = attn(x, x, x)`: the input run through again, not a carried state.
     if (std::any_of(input.begin(), input.end(), [&](const auto& i) { return i.first == name; })) continue;
     if (std::any_of(out.begin(), out.end(), [&](const FedState& s) { return s.name == name; })) continue;
-    out.push_back({name, in_tuple});
+    out.push_back({name, arg.second});
   }
   return out;
 }

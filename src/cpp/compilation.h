@@ -20,7 +20,8 @@ struct CompileCommand {
 };
 
 // The compile command for `file` (an absolute path). Fails (with `error` set)
-// only when `-p` names a directory without a usable compile_commands.json.
+// when `-p` names a directory without a usable compile_commands.json, or when
+// the closest compile_commands.json above the file cannot be read or parsed.
 std::optional<CompileCommand> compile_command_for(const std::string& file, const Settings& settings,
                                                   const EnvLookup& env, std::string& error);
 
