@@ -16,6 +16,10 @@
 // stores rather than accumulates: TL002 reports it.
 #include <fmt/format.h>
 
+#include <map>
+#include <string>
+#include <utility>
+
 #include "checks/python/check.h"
 
 namespace torchleak::python {
@@ -26,19 +30,37 @@ class AccumulateUndetached final : public Check {
  public:
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    // What is decided per accumulator, not per accumulation: asked once,
+    // however many times the same total is added to.
+    std::map<std::pair<std::string, int>, bool> survives;  // (name, loop)
+    std::map<std::pair<std::string, int>, Accumulator> accumulators;  // (name, function)
     for (const Binding& b : m.bindings()) {
       if (b.loop < 0) continue;
       TSNode added = accumulated_value(m, b);
       if (is_null(added) || is_list_concatenation(m, b, added)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       if (m.provenance(added) != Provenance::Attached) continue;
-      if (!survives_step(m, b.name, b.loop)) continue;
-      if (m.feeds_backward(b.name, b.function)) continue;
-      report(ctx, b, added);
+      auto [s, fresh_s] = survives.try_emplace({b.name, b.loop});
+      if (fresh_s) s->second = survives_step(m, b.name, b.loop);
+      if (!s->second) continue;
+      auto [a, fresh_a] = accumulators.try_emplace({b.name, b.function});
+      if (fresh_a) {
+        a->second.feeds_backward = m.feeds_backward(b.name, b.function);
+        a->second.private_total = private_to_function(m, b);
+        a->second.number_total = number_total(m, b);
+      }
+      if (a->second.feeds_backward) continue;
+      report(ctx, b, added, a->second);
     }
   }
 
  private:
+  struct Accumulator {
+    bool feeds_backward = false;
+    bool private_total = false;  // private_to_function
+    bool number_total = false;
+  };
+
   // The value added into the accumulator by `total += v`, `total = total + v`
   // or `total = v + total`; a null node for any other binding.
   static TSNode accumulated_value(const Model& m, const Binding& b) {
@@ -63,7 +85,7 @@ class AccumulateUndetached final : public Check {
     return b.kind != BindingKind::SubscriptStore && m.holds_list(b.name, b.start, b.function);
   }
 
-  static void report(CheckContext& ctx, const Binding& b, TSNode added) {
+  static void report(CheckContext& ctx, const Binding& b, TSNode added, const Accumulator& total) {
     const Model& m = ctx.model();
     std::string value = code_snippet(m, added);
     std::string accumulator = code_snippet(m, unparenthesize(b.target));
@@ -81,8 +103,8 @@ class AccumulateUndetached final : public Check {
     d.help = loss ? fmt::format("accumulate `{}` (a Python number) or `{}`",
                                 code_snippet(with_suffix(m, added, part, ".item()"), 60), detached)
                   : fmt::format("accumulate `{}`", detached);
-    bool private_total = private_to_function(m, b);
-    if (loss && private_total && number_total(m, b)) {
+    bool private_total = total.private_total;
+    if (loss && private_total && total.number_total) {
       d.fix = Fix{fmt::format("Replace `{0}` with `{0}.item()`", code_snippet(m, part)), FixSafety::Safe,
                   append_call_edits(m, part, ".item()")};
     } else {
@@ -94,7 +116,8 @@ class AccumulateUndetached final : public Check {
 
   // Whether the accumulator starts as a number literal (`total = 0.0`) and is
   // never the receiver of a method call (`total.item()`, `total.cpu()`):
-  // adding `.item()` then keeps every later use of it working.
+  // adding `.item()` then keeps every later use of it working. The same for
+  // every accumulation `b` of the name: the other accumulations are skipped.
   static bool number_total(const Model& m, const Binding& b) {
     bool started = false;
     for (const Binding* other : m.bindings_of(b.name, b.function)) {

@@ -853,29 +853,67 @@ const Binding* Model::attribute_binding(std::string_view name, int function) con
 const Binding* Model::reaching(std::string_view name, uint32_t use, int function) const {
   auto it = bindings_by_name_.find(name);
   if (it == bindings_by_name_.end()) return nullptr;
+  const std::vector<int>& all = it->second;
+  auto is_comprehension_target = [&](const Binding& b) {
+    return b.kind == BindingKind::ForTarget && b.loop >= 0 && loops_[b.loop].kind == LoopKind::Comprehension;
+  };
   const Binding* best = nullptr;
   const Binding* module_level = nullptr;
   const Binding* comprehension = nullptr;  // the innermost comprehension variable around `use`
   bool global = false;
-  for (int i : it->second) {
-    const Binding& b = bindings_[i];
-    if (b.kind == BindingKind::SubscriptStore) continue;
+  auto consider_comprehension = [&](const Binding& b) {
     // A comprehension's variables are visible only inside it.
-    if (b.kind == BindingKind::ForTarget && b.loop >= 0 && loops_[b.loop].kind == LoopKind::Comprehension) {
-      if (b.function == function && loop_contains(b.loop, use) &&
-          (!comprehension || loops_[b.loop].start >= loops_[comprehension->loop].start))
-        comprehension = &b;
-      continue;
-    }
-    if (b.function == function) {
-      if (b.kind == BindingKind::Global) {
-        global = true;
+    if (b.function == function && loop_contains(b.loop, use) &&
+        (!comprehension || loops_[b.loop].start >= loops_[comprehension->loop].start))
+      comprehension = &b;
+  };
+  if (all.size() <= 16) {  // a few bindings: one scan
+    for (int i : all) {
+      const Binding& b = bindings_[i];
+      if (b.kind == BindingKind::SubscriptStore) continue;
+      if (is_comprehension_target(b)) {
+        consider_comprehension(b);
         continue;
       }
-      if (b.end <= use && (!best || b.end >= best->end)) best = &b;
-    } else if (b.function == -1 && b.kind != BindingKind::Global) {
-      if (!module_level || b.start > module_level->start) module_level = &b;
+      if (b.function == function) {
+        if (b.kind == BindingKind::Global) {
+          global = true;
+          continue;
+        }
+        if (b.end <= use && (!best || b.end >= best->end)) best = &b;
+      } else if (b.function == -1 && b.kind != BindingKind::Global) {
+        if (!module_level || b.start > module_level->start) module_level = &b;
+      }
     }
+  } else {
+    auto [slot, fresh] = reach_index_.try_emplace(&all);
+    ReachIndex& index = slot->second;
+    if (fresh) {
+      for (int i : all) {
+        const Binding& b = bindings_[i];
+        if (b.kind == BindingKind::SubscriptStore) continue;
+        if (is_comprehension_target(b)) {
+          index.comprehension.push_back(i);
+        } else if (b.kind == BindingKind::Global) {
+          index.declares_global.insert(b.function);
+        } else {
+          index.by_function[b.function].push_back(i);
+          if (b.function == -1 && (index.module_level < 0 || b.start > bindings_[index.module_level].start))
+            index.module_level = i;
+        }
+      }
+      for (auto& [f, list] : index.by_function)
+        std::stable_sort(list.begin(), list.end(), [&](int a, int b) { return bindings_[a].end < bindings_[b].end; });
+    }
+    for (int i : index.comprehension) consider_comprehension(bindings_[i]);
+    global = index.declares_global.count(function) > 0;
+    if (auto f = index.by_function.find(function); f != index.by_function.end()) {
+      // The last binding ending at or before `use` (the latest of equal ends).
+      auto after = std::upper_bound(f->second.begin(), f->second.end(), use,
+                                    [&](uint32_t at, int b) { return at < bindings_[b].end; });
+      if (after != f->second.begin()) best = &bindings_[*(after - 1)];
+    }
+    if (function != -1 && index.module_level >= 0) module_level = &bindings_[index.module_level];
   }
   if (comprehension) return comprehension;
   if (best && !global) return best;
