@@ -789,7 +789,9 @@ def write_table(path, outcomes, versions, seconds, cpu_seconds):
             lines.append("- **{}**: {}".format(rule.rule_id, note))
     lines += [
         "",
-        "TL005 is not covered by the runtime oracle.",
+        "TL005 is not covered by the runtime oracle: `nn.DataParallel` splits a batch only across CUDA "
+        "devices, and without one it runs the module once on the whole batch, so the length mismatch "
+        "between replicas that the rule is about cannot happen on a CPU.",
         "",
     ]
     with open(path, "w") as f:
