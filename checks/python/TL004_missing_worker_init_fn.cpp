@@ -193,15 +193,6 @@ struct ValueRef {
   }
 };
 
-// Sets and maps of names looked up by string_view, without a copy.
-struct NameHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using NameSet = std::unordered_set<std::string, NameHash, std::equal_to<>>;
-template <class V>
-using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
-
 // Per-file lookups the collectors share, built once: the model answers these
 // questions by scanning, which is too slow when asked for every name read.
 class FileIndex {
@@ -562,10 +553,8 @@ class FunctionReads {
   }
 
   void identifier(TSNode n, TSNode parent, int function) {
+    // References hold neither an attribute's name nor a keyword argument's.
     Kind pk = kind_of(parent);
-    bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
-    if (pk == Kind::Attribute && !leads) return;  // an attribute's name
-    if (pk == Kind::KeywordArgument && leads) return;  // an argument's name
     std::string_view name = m_.text(n);
     if (name == self_ || bound_locally(name, function)) return;
     if (const Binding* b = file_.module_binding(name)) {

@@ -65,24 +65,6 @@ Wrapper wrapper_kind(std::string_view callee, const Config& config) {
   return Wrapper::None;
 }
 
-// The `return <expr>` values directly in a function (not in nested ones).
-std::vector<TSNode> returned_values(const Function& f) {
-  std::vector<TSNode> out;
-  std::vector<TSNode> work{f.body};
-  while (!work.empty()) {
-    TSNode n = work.back();
-    work.pop_back();
-    Kind k = kind_of(n);
-    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-    if (k == Kind::ReturnStatement) {
-      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
-      continue;
-    }
-    push_named_children(n, work);
-  }
-  return out;
-}
-
 // The user-defined class an instance belongs to: its simple name, and where
 // it comes from as seen by the file: "." (a class of this file), a dotted
 // module ("model" for `from model import Tagger`), or "" when not known

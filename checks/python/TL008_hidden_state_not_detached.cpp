@@ -379,27 +379,9 @@ enum class Shape { Unknown, Tensor, Tuple };
 
 Shape shape_of(const Model& m, TSNode v, int depth = 0);
 
-// The `return <expr>` values directly in function `fn` (not in nested ones).
-std::vector<TSNode> returned_values(const Model& m, int fn) {
-  std::vector<TSNode> out;
-  std::vector<TSNode> work{m.functions()[fn].body};
-  while (!work.empty()) {
-    TSNode n = work.back();
-    work.pop_back();
-    Kind k = kind_of(n);
-    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-    if (k == Kind::ReturnStatement) {
-      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
-      continue;
-    }
-    push_named_children(n, work);
-  }
-  return out;
-}
-
 // The shape every return statement of `fn` gives.
 Shape returned_shape(const Model& m, int fn, int depth) {
-  std::vector<TSNode> values = returned_values(m, fn);
+  std::vector<TSNode> values = returned_values(m.functions()[fn]);
   if (values.empty()) return Shape::Unknown;
   Shape s = shape_of(m, values.front(), depth + 1);
   for (TSNode v : values)
@@ -604,7 +586,7 @@ class HiddenStateNotDetached final : public Check {
   }
 
   static bool returns_detached(const Model& m, const Summaries& sums, int fn) {
-    std::vector<TSNode> values = returned_values(m, fn);
+    std::vector<TSNode> values = returned_values(m.functions()[fn]);
     return std::any_of(values.begin(), values.end(),
                        [&](TSNode v) { return value_detaches(m, sums, v).detaches; });
   }

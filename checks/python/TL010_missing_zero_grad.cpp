@@ -145,13 +145,13 @@ class MissingZeroGrad final : public Check {
   static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
                               std::unordered_set<int>& seen, std::vector<std::string>* external) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
-    bool says_grad = m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos;
-    for (const Binding& b : m.bindings()) {
-      if (!says_grad) break;
-      if (b.start < start || b.start >= end) continue;
-      if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
-      std::string_view name = b.name;
-      if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
+    if (m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos) {
+      for (const Binding& b : m.bindings()) {
+        if (b.start < start || b.start >= end) continue;
+        if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
+        std::string_view name = b.name;
+        if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
+      }
     }
     // Calls are in source order: only those in [start, end) are visited.
     const auto& calls = m.calls();

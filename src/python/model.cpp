@@ -99,6 +99,23 @@ Provenance join(Provenance a, Provenance b) {
   return Provenance::Unknown;
 }
 
+std::vector<TSNode> returned_values(const Function& f) {
+  std::vector<TSNode> out;
+  std::vector<TSNode> work{f.body};
+  while (!work.empty()) {
+    TSNode n = work.back();
+    work.pop_back();
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+    if (k == Kind::ReturnStatement) {
+      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
+      continue;
+    }
+    push_named_children(n, work);
+  }
+  return out;
+}
+
 // ---------------------------------------------------------------------------
 // Building the model: one iterative pre-order walk with a stack of scopes.
 
@@ -1361,24 +1378,11 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
 
 Provenance Model::function_returns(const Function& f, int depth) const {
   // The join of every `return <expr>` directly in f (not in nested functions).
-  Provenance p = Provenance::Unknown;
-  bool any = false;
-  std::vector<TSNode> work{f.body};
-  while (!work.empty()) {
-    TSNode n = work.back();
-    work.pop_back();
-    Kind k = kind_of(n);
-    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-    if (k == Kind::ReturnStatement) {
-      if (ts_node_named_child_count(n) == 0) continue;
-      Provenance r = provenance_at(ts_node_named_child(n, 0), depth + 1);
-      p = any ? join(p, r) : r;
-      any = true;
-      continue;
-    }
-    push_named_children(n, work);
-  }
-  return any ? p : Provenance::Detached;
+  std::vector<TSNode> values = returned_values(f);
+  if (values.empty()) return Provenance::Detached;
+  Provenance p = provenance_at(values.front(), depth + 1);
+  for (size_t i = 1; i < values.size(); ++i) p = join(p, provenance_at(values[i], depth + 1));
+  return p;
 }
 
 bool Model::named_like(std::string_view name, std::initializer_list<std::string_view> exact,

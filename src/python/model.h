@@ -124,6 +124,20 @@ enum class ModuleAnswer : uint8_t { No, Yes, Unknown };
 // the config's extra_models.
 bool is_module_base(std::string_view qualified, const Config& config);
 
+// Hashing that accepts a string_view: sets and maps of names looked up by a
+// name in the source text need no temporary std::string.
+struct NameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using NameSet = std::unordered_set<std::string, NameHash, std::equal_to<>>;
+template <class V>
+using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
+
+// The values of the `return <expr>` statements directly in `f` (not in the
+// functions, classes or lambdas nested in it), in source order.
+std::vector<TSNode> returned_values(const Function& f);
+
 class Model {
  public:
   // Parses `text` and builds the model. The tree lives as long as the model.
@@ -259,14 +273,8 @@ class Model {
   std::vector<Region> regions_;
   std::vector<TSNode> comments_;
   std::vector<Reference> references_;
-  // Hashing that accepts a string_view: lookups by a name in the source text
-  // need no temporary std::string.
-  struct NameHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, std::string, NameHash, std::equal_to<>> aliases_;
-  std::unordered_map<std::string, std::vector<int>, NameHash, std::equal_to<>> bindings_by_name_;
+  NameMap<std::string> aliases_;
+  NameMap<std::vector<int>> bindings_by_name_;
   // What reaching() needs of a name bound many times (`total += loss` on
   // 20,000 lines), built on its first question so that each answer is a
   // binary search, not a scan of every binding of the name.
