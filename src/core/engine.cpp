@@ -26,6 +26,15 @@ bool any_frontend_handles(const std::string& path) { return frontend_for(path) !
 size_t invalid_utf8_offset(std::string_view s) {
   size_t i = 0, n = s.size();
   while (i < n) {
+    // Source is mostly ASCII: skip eight such bytes at a time.
+    if (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, s.data() + i, 8);
+      if ((word & 0x8080808080808080ULL) == 0) {
+        i += 8;
+        continue;
+      }
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       ++i;

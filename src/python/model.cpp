@@ -289,10 +289,7 @@ struct Model::Builder {
     m.functions_.push_back(std::move(f));
     stack.push_back({FrameKind::Function, index, end_byte(node)});
     // Parameters are bindings of the new function.
-    TSNode params = field(node, "parameters");
-    uint32_t n = ts_node_named_child_count(params);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode p = ts_node_named_child(params, i);
+    for_each_named_child(field(node, "parameters"), [&](TSNode p) {
       TSNode name_node = p;
       switch (kind_of(p)) {
         case Kind::Identifier: break;
@@ -301,12 +298,12 @@ struct Model::Builder {
         case Kind::TypedParameter: name_node = child_of_kind(p, Kind::Identifier); break;
         default: name_node = TSNode{}; break;
       }
-      if (is_null(name_node) || kind_of(name_node) != Kind::Identifier) continue;
+      if (is_null(name_node) || kind_of(name_node) != Kind::Identifier) return;
       std::string name(m.text(name_node));
       m.functions_[index].params.push_back(name);
       TSNode def = kind_of(p) == Kind::Identifier || kind_of(p) == Kind::TypedParameter ? TSNode{} : field(p, "value");
       add_binding(name, BindingKind::Parameter, p, name_node, def, -1);
-    }
+    });
   }
 
   void on_class(TSNode node) {
@@ -436,14 +433,15 @@ struct Model::Builder {
       case Kind::Tuple:
       case Kind::List:
       case Kind::ExpressionList: {
-        uint32_t n = ts_node_named_child_count(left);
-        for (uint32_t i = 0; i < n; ++i) {
-          TSNode t = unparenthesize(ts_node_named_child(left, i));
+        int i = 0;
+        for_each_named_child(left, [&](TSNode element) {
+          TSNode t = unparenthesize(element);
+          int index = i++;
           std::string name = target_name(t);
-          if (name.empty()) continue;
+          if (name.empty()) return;
           BindingKind k = kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind;
-          add_binding(name, k, statement, t, value, static_cast<int>(i));
-        }
+          add_binding(name, k, statement, t, value, index);
+        });
         return;
       }
       default: {
@@ -575,10 +573,9 @@ struct Model::Builder {
       module = std::string(m.text(mod));
       while (!module.empty() && module.front() == '.') module.erase(0, 1);
     }
-    uint32_t n = ts_node_named_child_count(node);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode child = ts_node_named_child(node, i);
-      if (from && start_byte(child) == start_byte(field(node, "module_name"))) continue;
+    TSNode module_name = from ? field(node, "module_name") : TSNode{};
+    for_each_named_child(node, [&](TSNode child) {
+      if (from && start_byte(child) == start_byte(module_name)) return;
       std::string name, local;
       if (kind_of(child) == Kind::AliasedImport) {
         name = std::string(m.text(field(child, "name")));
@@ -589,12 +586,12 @@ struct Model::Builder {
         local = from ? name : name.substr(0, name.find('.'));
         if (!from) name = local;
       } else {
-        continue;
+        return;
       }
       std::string qualified = from ? (module.empty() ? name : module + "." + name) : name;
       m.aliases_[local] = qualified;
       add_binding(local, BindingKind::Import, node, child, TSNode{}, -1);
-    }
+    });
   }
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 extern "C" const TSLanguage* tree_sitter_python();
@@ -88,77 +89,60 @@ constexpr KindName kKindNames[] = {
     {"await", Kind::Await},
 };
 
-struct KindTable {
-  std::vector<Kind> by_symbol;
-  KindTable() {
-    const TSLanguage* lang = tree_sitter_python();
-    uint32_t n = ts_language_symbol_count(lang);
-    by_symbol.assign(n, Kind::Other);
-    for (uint32_t sym = 0; sym < n; ++sym) {
-      // Only named symbols: the anonymous "lambda" keyword is not a lambda node.
-      if (ts_language_symbol_type(lang, static_cast<TSSymbol>(sym)) != TSSymbolTypeRegular) continue;
-      const char* name = ts_language_symbol_name(lang, static_cast<TSSymbol>(sym));
-      for (const auto& kn : kKindNames) {
-        if (std::strcmp(kn.name, name) == 0) {
-          by_symbol[sym] = kn.kind;
-          break;
-        }
+std::vector<Kind> kinds_by_symbol() {
+  const TSLanguage* lang = tree_sitter_python();
+  uint32_t n = ts_language_symbol_count(lang);
+  std::vector<Kind> by_symbol(n, Kind::Other);
+  for (uint32_t sym = 0; sym < n; ++sym) {
+    // Only named symbols: the anonymous "lambda" keyword is not a lambda node.
+    if (ts_language_symbol_type(lang, static_cast<TSSymbol>(sym)) != TSSymbolTypeRegular) continue;
+    const char* name = ts_language_symbol_name(lang, static_cast<TSSymbol>(sym));
+    for (const auto& kn : kKindNames) {
+      if (std::strcmp(kn.name, name) == 0) {
+        by_symbol[sym] = kn.kind;
+        break;
       }
     }
   }
-};
+  return by_symbol;
+}
 
-const KindTable& kind_table() {
-  static const KindTable t;
-  return t;
+std::array<TSFieldId, kFieldCount> field_ids() {
+  std::array<TSFieldId, kFieldCount> ids{};
+  const TSLanguage* lang = tree_sitter_python();
+  for (size_t i = 0; i < kFieldCount; ++i)
+    ids[i] = ts_language_field_id_for_name(lang, kFieldNames[i].data(), static_cast<uint32_t>(kFieldNames[i].size()));
+  return ids;
 }
 
 }  // namespace
 
 const TSLanguage* language() { return tree_sitter_python(); }
 
-Kind kind_of(TSNode node) {
-  if (ts_node_is_null(node)) return Kind::Other;
-  TSSymbol sym = ts_node_symbol(node);
-  const auto& t = kind_table().by_symbol;
-  if (sym == static_cast<TSSymbol>(-1)) return Kind::Error;  // ts_builtin_sym_error
-  return sym < t.size() ? t[sym] : Kind::Other;
-}
+const std::vector<Kind> kKindBySymbol = kinds_by_symbol();
 
-namespace {
+// Id 0 (a name the grammar lacks) makes ts_node_child_by_field_id give a null
+// node; a test checks that every name is the grammar's.
+const std::array<TSFieldId, kFieldCount> kFieldIds = field_ids();
 
-// The grammar's field names, sorted, with their ids: a binary search instead
-// of ts_language_field_id_for_name's linear strncmp scan on every lookup.
-struct FieldTable {
-  std::vector<std::pair<std::string_view, TSFieldId>> by_name;
-  FieldTable() {
-    const TSLanguage* lang = tree_sitter_python();
-    uint32_t n = ts_language_field_count(lang);
-    for (uint32_t id = 1; id <= n; ++id) {
-      const char* name = ts_language_field_name_for_id(lang, static_cast<TSFieldId>(id));
-      if (name) by_name.emplace_back(name, static_cast<TSFieldId>(id));
+thread_local unsigned LentCursor::depth_ = 0;
+
+LentCursor::LentCursor(TSNode n) {
+  // Deques keep their elements in place as they grow: a cursor lent to an
+  // outer scope stays valid while inner scopes take new ones.
+  thread_local struct Pool {
+    std::deque<TSTreeCursor> cursors;
+    ~Pool() {
+      for (auto& c : cursors) ts_tree_cursor_delete(&c);
     }
-    std::sort(by_name.begin(), by_name.end());
+  } pool;
+  if (depth_ == pool.cursors.size()) {
+    pool.cursors.push_back(ts_tree_cursor_new(n));
+  } else {
+    ts_tree_cursor_reset(&pool.cursors[depth_], n);
   }
-  TSFieldId id(std::string_view name) const {
-    auto it = std::lower_bound(by_name.begin(), by_name.end(), name,
-                               [](const auto& entry, std::string_view key) { return entry.first < key; });
-    return it != by_name.end() && it->first == name ? it->second : 0;
-  }
-};
-
-const FieldTable& field_table() {
-  static const FieldTable t;
-  return t;
-}
-
-}  // namespace
-
-TSNode field(TSNode n, std::string_view name) {
-  TSFieldId id = field_table().id(name);
-  // No such field in the grammar: a null node, as ts_node_child_by_field_name gives.
-  if (id == 0) return ts_node_child_by_field_name(n, name.data(), static_cast<uint32_t>(name.size()));
-  return ts_node_child_by_field_id(n, id);
+  cursor_ = &pool.cursors[depth_];
+  ++depth_;
 }
 
 TSNode child_of_kind(TSNode n, Kind k) {

@@ -3,7 +3,9 @@
 
 #include <tree_sitter/api.h>
 
+#include <array>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,20 +89,77 @@ enum class Kind : uint8_t {
 };
 
 const TSLanguage* language();
-Kind kind_of(TSNode node);
 
-inline bool is_null(TSNode n) { return ts_node_is_null(n); }
+// The Kind of each of the grammar's symbols, filled when the program starts.
+extern const std::vector<Kind> kKindBySymbol;
+
+// Called for nearly every node the model and the checks look at: inline, and
+// a null node (id 0) is told apart without a call into the library.
+inline Kind kind_of(TSNode node) {
+  if (node.id == nullptr) return Kind::Other;
+  TSSymbol sym = ts_node_symbol(node);
+  if (sym == static_cast<TSSymbol>(-1)) return Kind::Error;  // ts_builtin_sym_error
+  return sym < kKindBySymbol.size() ? kKindBySymbol[sym] : Kind::Other;
+}
+
+inline bool is_null(TSNode n) { return n.id == nullptr; }  // what ts_node_is_null tests, without the call
 inline uint32_t start_byte(TSNode n) { return ts_node_start_byte(n); }
 inline uint32_t end_byte(TSNode n) { return ts_node_end_byte(n); }
 inline bool contains(TSNode outer, uint32_t byte) {
   return start_byte(outer) <= byte && byte < end_byte(outer);
 }
 
-TSNode field(TSNode n, std::string_view name);
+// The grammar's field names, sorted. A name passed to field() is looked up in
+// this list when the program is compiled (a misspelt field does not compile);
+// the grammar's id for each is looked up once, when the program starts.
+inline constexpr std::string_view kFieldNames[] = {
+    "alias",     "alternative",  "argument",    "arguments",  "attribute",        "body",
+    "cause",     "code",         "condition",   "consequence", "definition",      "expression",
+    "format_specifier", "function", "guard",    "key",        "left",             "module_name",
+    "name",      "object",       "operator",    "operators",  "parameters",       "return_type",
+    "right",     "subject",      "subscript",   "superclasses", "type",           "type_conversion",
+    "type_parameters", "value",
+};
+inline constexpr size_t kFieldCount = std::size(kFieldNames);
+
+class FieldName {
+ public:
+  consteval FieldName(const char* name) : index_(lookup(name)) {}  // NOLINT: implicit from a literal on purpose
+  constexpr uint8_t index() const { return index_; }
+
+ private:
+  static consteval uint8_t lookup(std::string_view name) {
+    for (size_t i = 0; i < kFieldCount; ++i)
+      if (kFieldNames[i] == name) return static_cast<uint8_t>(i);
+    throw "not a field of the Python grammar";  // a compile error: consteval cannot throw
+  }
+  uint8_t index_;
+};
+
+// The grammar's id of each of kFieldNames, filled when the program starts.
+extern const std::array<TSFieldId, kFieldCount> kFieldIds;
+
+inline TSNode field(TSNode n, FieldName name) { return ts_node_child_by_field_id(n, kFieldIds[name.index()]); }
 // The first named child of the given kind, or a null node.
 TSNode child_of_kind(TSNode n, Kind k);
 // The node with parentheses peeled off.
 TSNode unparenthesize(TSNode n);
+
+// A tree cursor lent for the life of a scope. ts_tree_cursor_new allocates
+// its stack on each call; the lent ones are kept per thread and reset, and a
+// scope nested in another (a visitor that recurses) gets a cursor of its own.
+class LentCursor {
+ public:
+  explicit LentCursor(TSNode n);
+  ~LentCursor() { --depth_; }
+  LentCursor(const LentCursor&) = delete;
+  LentCursor& operator=(const LentCursor&) = delete;
+  TSTreeCursor* get() const { return cursor_; }
+
+ private:
+  static thread_local unsigned depth_;
+  TSTreeCursor* cursor_;
+};
 
 // Calls `f(child)` for each named child of `n`, in source order. Asking
 // ts_node_named_child(n, i) for each i starts from the first child every
@@ -108,19 +167,18 @@ TSNode unparenthesize(TSNode n);
 // literal); past a few children one cursor pass visits them all.
 template <class F>
 void for_each_named_child(TSNode n, F&& f) {
-  uint32_t count = ts_node_is_null(n) ? 0 : ts_node_named_child_count(n);
+  uint32_t count = n.id == nullptr ? 0 : ts_node_named_child_count(n);
   if (count <= 4) {
     for (uint32_t i = 0; i < count; ++i) f(ts_node_named_child(n, i));
     return;
   }
-  TSTreeCursor cursor = ts_tree_cursor_new(n);
-  if (ts_tree_cursor_goto_first_child(&cursor)) {
-    do {
-      TSNode c = ts_tree_cursor_current_node(&cursor);
-      if (ts_node_is_named(c)) f(c);
-    } while (ts_tree_cursor_goto_next_sibling(&cursor));
-  }
-  ts_tree_cursor_delete(&cursor);
+  LentCursor lent(n);
+  TSTreeCursor* cursor = lent.get();
+  if (!ts_tree_cursor_goto_first_child(cursor)) return;
+  do {
+    TSNode c = ts_tree_cursor_current_node(cursor);
+    if (ts_node_is_named(c)) f(c);
+  } while (ts_tree_cursor_goto_next_sibling(cursor));
 }
 
 // Pushes the named children of `n` onto a work stack, last child first, so

@@ -1003,3 +1003,26 @@ TEST(ModelReferences, NamesInFunctionBodies) {
   for (const Reference& r : p.model().references()) names.emplace_back(p.model().text(r.node));
   EXPECT_EQ(names, (std::vector<std::string>{"f", "a", "b", "a", "g", "b"}));
 }
+
+// field() resolves names when compiled, against a list kept by hand: each
+// must be one of the grammar's, in the order the list claims, and every
+// field of the grammar must be in it.
+TEST(Syntax, FieldNamesAreTheGrammars) {
+  const TSLanguage* lang = language();
+  uint32_t count = ts_language_field_count(lang);
+  EXPECT_EQ(kFieldCount, count);
+  for (size_t i = 0; i < kFieldCount; ++i) {
+    SCOPED_TRACE(std::string(kFieldNames[i]));
+    EXPECT_NE(kFieldIds[i], 0);
+    EXPECT_EQ(std::string_view(ts_language_field_name_for_id(lang, kFieldIds[i])), kFieldNames[i]);
+    if (i > 0) {
+      EXPECT_LT(kFieldNames[i - 1], kFieldNames[i]);
+    }
+  }
+  Program p("loss = model(x)\n");
+  ASSERT_EQ(p.model().calls().size(), 1u);
+  TSNode call = p.model().calls()[0].node;
+  EXPECT_EQ(p.model().text(field(call, "function")), "model");
+  EXPECT_EQ(p.model().text(field(call, "arguments")), "(x)");
+  EXPECT_TRUE(is_null(field(call, "body")));
+}
