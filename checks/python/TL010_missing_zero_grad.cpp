@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -75,12 +76,58 @@ TSNode stepped_optimizer(const Model& m, const Call& c) {
   return TSNode{};
 }
 
+// What clears_in_range asks of the file for every range it reads, built
+// once per file.
+struct FileIndex {
+  // Module-level functions by name, the first definition winning as in
+  // Model::find_function (which scans every function of the file).
+  NameMap<int> functions;
+  // Names a module-level import binds.
+  NameSet imports;
+  // Where `p.grad = ...` and `p.grad += ...` start, in order.
+  std::vector<uint32_t> grad_stores;
+
+  explicit FileIndex(const Model& m) {
+    for (size_t i = 0; i < m.functions().size(); ++i) {
+      const Function& f = m.functions()[i];
+      if (f.parent < 0 && f.cls < 0) functions.emplace(f.name, static_cast<int>(i));
+    }
+    for (const Binding& b : m.bindings()) {
+      if (b.kind == BindingKind::Import && b.function == -1) imports.insert(b.name);
+      if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
+      std::string_view name = b.name;
+      if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") grad_stores.push_back(b.start);
+    }
+    std::sort(grad_stores.begin(), grad_stores.end());
+    call_info.resize(m.calls().size());
+  }
+
+  // What a scan asks of each call, worked out on its first visit: the same
+  // calls are read again for every function that reaches them.
+  struct CallInfo {
+    bool known = false;
+    bool clears = false;        // its name says it clears, or `p.grad.zero_()`
+    bool plain = false;         // `helper(...)`: runs `plain_callee` when that is >= 0
+    bool self_receiver = false;  // `self.helper(...)`: what it runs depends on the caller's class
+    int plain_callee = -1;
+    // What other_module_callee gives: nothing, the call's callee, or "self." + method.
+    enum class External : uint8_t { None, Callee, SelfMethod } external = External::None;
+  };
+  std::vector<CallInfo> call_info;
+
+  bool grad_store_in(uint32_t start, uint32_t end) const {
+    auto it = std::lower_bound(grad_stores.begin(), grad_stores.end(), start);
+    return it != grad_stores.end() && *it < end;
+  }
+};
+
 class MissingZeroGrad final : public Check {
  public:
   // Summaries of this file's module-level functions and methods, for loops
   // in other files that call them.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    FileIndex index(m);
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
       if (f.parent >= 0 || is_null(f.body)) continue;
@@ -89,7 +136,7 @@ class MissingZeroGrad final : public Check {
       std::string key = f.cls >= 0 ? "." + f.name : f.name;
       std::unordered_set<int> seen{static_cast<int>(i)};
       std::vector<std::string> external;
-      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, seen, &external)) {
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, seen, &external)) {
         ctx.fact(std::string(kSummaryFact), std::move(key), f.node, {"clears"});
       } else if (!external.empty()) {
         external.insert(external.begin(), "calls");
@@ -104,6 +151,7 @@ class MissingZeroGrad final : public Check {
     // first of them carries the finding.
     std::unordered_map<int, const Call*> steps;  // loop -> its optimizer step, or null
     std::unordered_set<int> decided;
+    std::optional<FileIndex> index;
     for (const Call& c : m.calls()) {
       if (!is_backward(c) || c.loop < 0) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
@@ -114,7 +162,9 @@ class MissingZeroGrad final : public Check {
         const Call* step = found->second;
         if (!step) continue;  // try the enclosing loop
         std::vector<std::string> external;
-        if (decided.insert(loop).second && !clears_in_loop(m, loop, external))
+        if (!decided.insert(loop).second) break;
+        if (!index) index.emplace(m);
+        if (!clears_in_loop(m, *index, loop, external))
           report(ctx, c, *step, loop, std::move(external));
         break;
       }
@@ -132,83 +182,90 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
-  static bool clears_in_loop(const Model& m, int loop, std::vector<std::string>& external) {
+  static bool clears_in_loop(const Model& m, FileIndex& index, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
     std::unordered_set<int> seen;
-    return clears_in_range(m, l.start, l.end, l.function, 0, seen, &external);
+    return clears_in_range(m, index, l.start, l.end, l.function, 0, seen, &external);
   }
 
   // Whether code in [start, end) of `function` clears gradients, directly or
   // through functions of this file it calls. The qualified names of the
   // functions of other modules it calls are added to `external`: whether they
   // clear is known once every file is indexed.
-  static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
-                              std::unordered_set<int>& seen, std::vector<std::string>* external) {
+  static bool clears_in_range(const Model& m, FileIndex& index, uint32_t start, uint32_t end, int function,
+                              int depth, std::unordered_set<int>& seen, std::vector<std::string>* external) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
-    if (m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos) {
-      for (const Binding& b : m.bindings()) {
-        if (b.start < start || b.start >= end) continue;
-        if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
-        std::string_view name = b.name;
-        if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
-      }
-    }
+    if (index.grad_store_in(start, end) &&
+        m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos)
+      return true;
     // Calls are in source order: only those in [start, end) are visited.
     const auto& calls = m.calls();
     auto first = std::lower_bound(calls.begin(), calls.end(), start,
                                   [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
     for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
       const Call& c = *it;
-      std::string_view name = call_name(c);
-      if (names_clearing(name)) return true;
-      // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
-      if ((name == "zero_" || name == "fill_" || name == "mul_" || name == "detach_") && !is_null(c.receiver) &&
-          contains(m.text(c.receiver), ".grad"))
-        return true;
+      const FileIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
+      if (info.clears) return true;
       if (depth >= kMaxCallDepth) continue;
-      int callee = local_callee(m, c, function);
+      int callee = info.plain ? info.plain_callee : info.self_receiver ? self_callee(m, c, function) : -1;
       if (callee < 0) {
-        std::string other = other_module_callee(m, c);
-        if (external && !other.empty() && std::find(external->begin(), external->end(), other) == external->end())
+        if (!external || info.external == FileIndex::CallInfo::External::None) continue;
+        std::string other =
+            info.external == FileIndex::CallInfo::External::Callee ? c.callee : "self." + c.method;
+        if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;
       }
       if (!seen.insert(callee).second) continue;
       const Function& f = m.functions()[callee];
-      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen, external)) return true;
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen, external))
+        return true;
     }
     return has_grad_delete(m, start, end);
   }
 
-  // The function of this file a call runs: `helper(...)` (a module-level
-  // function) or `self.helper(...)` (a method of the caller's class).
-  static int local_callee(const Model& m, const Call& c, int caller) {
-    const Function* f = nullptr;
+  static const FileIndex::CallInfo& call_info(const Model& m, FileIndex& index, size_t i) {
+    FileIndex::CallInfo& info = index.call_info[i];
+    if (info.known) return info;
+    const Call& c = m.calls()[i];
+    info.known = true;
+    std::string_view name = call_name(c);
+    // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
+    info.clears = names_clearing(name) || ((name == "zero_" || name == "fill_" || name == "mul_" || name == "detach_") &&
+                                           !is_null(c.receiver) && contains(m.text(c.receiver), ".grad"));
+    // The function of this file a call runs: `helper(...)` (a module-level
+    // function) or `self.helper(...)` (a method of the caller's class).
     if (c.method.empty()) {
-      f = m.find_function(c.callee);
-    } else if (!is_null(c.receiver) && m.text(c.receiver) == "self") {
-      f = m.find_method(m.class_of_function(caller), c.method);
+      info.plain = true;
+      auto it = index.functions.find(c.callee);
+      info.plain_callee = it == index.functions.end() ? -1 : it->second;
+    } else {
+      info.self_receiver = !is_null(c.receiver) && m.text(c.receiver) == "self";
     }
-    if (!f) return -1;
-    return static_cast<int>(f - m.functions().data());
+    info.external = other_module_callee(m, index, c);
+    return info;
+  }
+
+  static int self_callee(const Model& m, const Call& c, int caller) {
+    const Function* f = m.find_method(m.class_of_function(caller), c.method);
+    return f ? static_cast<int>(f - m.functions().data()) : -1;
   }
 
   // The qualified name of a function that another module may define: a plain
   // call not defined in this file (`begin_step(...)`, imported or not), a
   // call through an imported module (`utils.start_iteration(...)`), or
   // `self.method(...)` that the class and its bases in this file do not
-  // define (a base class in another file); "" for methods of other objects
-  // and for torch itself.
-  static std::string other_module_callee(const Model& m, const Call& c) {
-    if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return "";
-    if (c.method.empty()) return c.callee;
+  // define (a base class in another file); None for methods of other objects
+  // and for torch itself. The name is the call's callee, or "self." + method.
+  static FileIndex::CallInfo::External other_module_callee(const Model& m, const FileIndex& index, const Call& c) {
+    using External = FileIndex::CallInfo::External;
+    if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return External::None;
+    if (c.method.empty()) return External::Callee;
     TSNode receiver = unparenthesize(c.receiver);
-    if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return "";
+    if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return External::None;
     std::string_view name = m.text(receiver);
-    if (name == "self") return "self." + c.method;
-    for (const Binding* b : m.bindings_of(name, -1))
-      if (b->kind == BindingKind::Import) return c.callee;
-    return "";
+    if (name == "self") return External::SelfMethod;
+    return index.imports.count(name) ? External::Callee : External::None;
   }
 
   // Whether one of `callees` (qualified names) clears gradients according to
