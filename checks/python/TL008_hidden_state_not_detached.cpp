@@ -102,7 +102,15 @@ bool identifier_byte(char c) {
 
 // Whether the `data` at [at, at + 4) of the source is the attribute name of
 // an attribute node: the tree, walked down to the leaf there, decides.
-bool data_attribute_at(const Model& m, uint32_t at) {
+// `dot`, when known, is a dot before it on its line with only spaces
+// between: the smallest node holding both is then the attribute, if any.
+bool data_attribute_at(const Model& m, uint32_t at, std::optional<uint32_t> dot) {
+  if (dot) {
+    TSNode n = ts_node_descendant_for_byte_range(m.root(), *dot, at + 4);
+    if (kind_of(n) != Kind::Attribute || end_byte(n) != at + 4) return false;
+    TSNode name = field(n, "attribute");
+    return start_byte(name) == at && end_byte(name) == at + 4;
+  }
   TSTreeCursor cursor = ts_tree_cursor_new(m.root());
   TSNode parent{}, leaf = m.root();
   // Down through the child holding `at`, to the leaf.
@@ -138,6 +146,8 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
     if (p == 0) continue;
     unsigned char before = static_cast<unsigned char>(text[p - 1]);
     if (before != '.' && before != '\n' && before != '\r' && before < 0x80) continue;
+    std::optional<uint32_t> dot;
+    if (before == '.') dot = static_cast<uint32_t>(p - 1);
     auto in_body = [&](int f) {
       TSNode body = m.functions()[f].body;
       return !is_null(body) && start_byte(body) <= at && at < end_byte(body);
@@ -145,7 +155,7 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
     bool undecided = false;
     for (int f = m.function_at(static_cast<uint32_t>(at)); f >= 0 && !undecided; f = m.functions()[f].parent)
       undecided = !detaches[f] && in_body(f);
-    if (!undecided || !data_attribute_at(m, static_cast<uint32_t>(at))) continue;
+    if (!undecided || !data_attribute_at(m, static_cast<uint32_t>(at), dot)) continue;
     for (int f = m.function_at(static_cast<uint32_t>(at)); f >= 0; f = m.functions()[f].parent)
       if (in_body(f)) detaches[f] = 1;
   }

@@ -100,6 +100,22 @@ struct FileIndex {
     }
     std::sort(grad_stores.begin(), grad_stores.end());
     call_info.resize(m.calls().size());
+    visited.assign(m.functions().size(), 0);
+    std::string_view text = m.source().text();
+    for (size_t at = text.find("del "); at != std::string_view::npos; at = text.find("del ", at + 4)) {
+      size_t eol = text.find('\n', at);
+      size_t grad = text.substr(0, eol).find(".grad", at);
+      if (grad != std::string_view::npos) grad_deletes.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(grad));
+    }
+  }
+
+  // `del p.grad` in [start, end): the `del ` and the ".grad" after it on
+  // its line both inside the range.
+  bool grad_delete_in(uint32_t start, uint32_t end) const {
+    auto it = std::lower_bound(grad_deletes.begin(), grad_deletes.end(), std::make_pair(start, uint32_t{0}));
+    for (; it != grad_deletes.end() && it->first < end; ++it)
+      if (it->first + 4 <= end && it->second + 5 <= end) return true;
+    return false;
   }
 
   // What a scan asks of each call, worked out on its first visit: the same
@@ -114,6 +130,20 @@ struct FileIndex {
     enum class External : uint8_t { None, Callee, SelfMethod } external = External::None;
   };
   std::vector<CallInfo> call_info;
+  // The functions one scan has entered: those stamped with its generation.
+  std::vector<unsigned> visited;
+  unsigned generation = 0;
+  // Each `del ` of the source followed by ".grad" on its line: where each
+  // starts, in order.
+  std::vector<std::pair<uint32_t, uint32_t>> grad_deletes;
+
+  void new_scan() { ++generation; }
+  bool first_visit(int function) {
+    unsigned& stamp = visited[static_cast<size_t>(function)];
+    if (stamp == generation) return false;
+    stamp = generation;
+    return true;
+  }
 
   bool grad_store_in(uint32_t start, uint32_t end) const {
     auto it = std::lower_bound(grad_stores.begin(), grad_stores.end(), start);
@@ -134,9 +164,10 @@ class MissingZeroGrad final : public Check {
       // A method is keyed ".name": a call on `self` that its class does not
       // define resolves to a method of that name in another file's class.
       std::string key = f.cls >= 0 ? "." + f.name : f.name;
-      std::unordered_set<int> seen{static_cast<int>(i)};
+      index.new_scan();
+      index.first_visit(static_cast<int>(i));
       std::vector<std::string> external;
-      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, seen, &external)) {
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, &external)) {
         ctx.fact(std::string(kSummaryFact), std::move(key), f.node, {"clears"});
       } else if (!external.empty()) {
         external.insert(external.begin(), "calls");
@@ -184,8 +215,8 @@ class MissingZeroGrad final : public Check {
 
   static bool clears_in_loop(const Model& m, FileIndex& index, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
-    std::unordered_set<int> seen;
-    return clears_in_range(m, index, l.start, l.end, l.function, 0, seen, &external);
+    index.new_scan();
+    return clears_in_range(m, index, l.start, l.end, l.function, 0, &external);
   }
 
   // Whether code in [start, end) of `function` clears gradients, directly or
@@ -193,7 +224,7 @@ class MissingZeroGrad final : public Check {
   // functions of other modules it calls are added to `external`: whether they
   // clear is known once every file is indexed.
   static bool clears_in_range(const Model& m, FileIndex& index, uint32_t start, uint32_t end, int function,
-                              int depth, std::unordered_set<int>& seen, std::vector<std::string>* external) {
+                              int depth, std::vector<std::string>* external) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
     if (index.grad_store_in(start, end) &&
         m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos)
@@ -216,12 +247,12 @@ class MissingZeroGrad final : public Check {
           external->push_back(std::move(other));
         continue;
       }
-      if (!seen.insert(callee).second) continue;
+      if (!index.first_visit(callee)) continue;
       const Function& f = m.functions()[callee];
-      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen, external))
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), callee, depth + 1, external))
         return true;
     }
-    return has_grad_delete(m, start, end);
+    return index.grad_delete_in(start, end);
   }
 
   static const FileIndex::CallInfo& call_info(const Model& m, FileIndex& index, size_t i) {
@@ -300,19 +331,6 @@ class MissingZeroGrad final : public Check {
         if (depth >= kMaxCallDepth) continue;
         for (size_t i = 1; i < f->values.size(); ++i) queue.emplace_back(f->values[i], depth + 1);
       }
-    }
-    return false;
-  }
-
-  // `del p.grad` in [start, end).
-  static bool has_grad_delete(const Model& m, uint32_t start, uint32_t end) {
-    std::string_view text = m.source().text().substr(0, end);  // never past the range
-    size_t at = start;
-    while ((at = text.find("del ", at)) != std::string_view::npos) {
-      size_t eol = text.find('\n', at);
-      std::string_view line = text.substr(at, std::min<size_t>(eol, end) - at);
-      if (contains(line, ".grad")) return true;
-      at += 4;
     }
     return false;
   }

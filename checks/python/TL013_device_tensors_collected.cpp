@@ -169,7 +169,11 @@ class DeviceTensorsCollected final : public Check {
                (kind_of(value) == Kind::List || kind_of(value) == Kind::Tuple)) {
       s.value = value;
     } else if (b.kind == BindingKind::Assign && b.element < 0 && kind_of(value) == Kind::Call) {
-      std::string callee = m.qualify(field(value, "function"));
+      TSNode func = unparenthesize(field(value, "function"));
+      // The last part of a qualified attribute chain is its attribute: any
+      // other than a concatenation's needs no qualifying.
+      if (kind_of(func) == Kind::Attribute && !one_of(m.text(field(func, "attribute")), kConcatenations)) return;
+      std::string callee = m.qualify(func);
       if (callee.rfind("torch.", 0) != 0 || !one_of(last_component(callee), kConcatenations)) return;
       Call call{};
       call.args = field(value, "arguments");
