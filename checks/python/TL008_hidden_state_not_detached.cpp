@@ -141,13 +141,23 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
   for (size_t at = text.find("data"); at != std::string_view::npos; at = text.find("data", at + 1)) {
     if (at > 0 && identifier_byte(text[at - 1])) continue;
     if (at + 4 < text.size() && identifier_byte(text[at + 4])) continue;
+    // Between an attribute's dot and its name there are only spaces, line
+    // continuations and comments: back over the first two, then a dot, or
+    // the end of a line holding a comment, or a byte of a wider space.
+    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; };
     size_t p = at;
-    while (p > 0 && (text[p - 1] == ' ' || text[p - 1] == '\t' || text[p - 1] == '\f' || text[p - 1] == '\v')) --p;
-    if (p == 0) continue;
-    unsigned char before = static_cast<unsigned char>(text[p - 1]);
-    if (before != '.' && before != '\n' && before != '\r' && before < 0x80) continue;
+    while (p > 0 && space(text[p - 1])) --p;
     std::optional<uint32_t> dot;
-    if (before == '.') dot = static_cast<uint32_t>(p - 1);
+    if (p > 0 && text[p - 1] == '.') {
+      dot = static_cast<uint32_t>(p - 1);
+    } else {
+      while (p > 0 && (space(text[p - 1]) || text[p - 1] == '\n' || text[p - 1] == '\r' || text[p - 1] == '\\')) --p;
+      if (p == 0) continue;
+      unsigned char before = static_cast<unsigned char>(text[p - 1]);
+      size_t line = text.rfind('\n', p - 1);
+      std::string_view last = text.substr(line == std::string_view::npos ? 0 : line, p - (line == std::string_view::npos ? 0 : line));
+      if (before != '.' && before < 0x80 && last.find('#') == std::string_view::npos) continue;
+    }
     auto in_body = [&](int f) {
       TSNode body = m.functions()[f].body;
       return !is_null(body) && start_byte(body) <= at && at < end_byte(body);

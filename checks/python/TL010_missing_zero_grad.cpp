@@ -78,7 +78,7 @@ TSNode stepped_optimizer(const Model& m, const Call& c) {
 
 // What clears_in_range asks of the file for every range it reads, built
 // once per file.
-struct FileIndex {
+struct ClearingIndex {
   // Module-level functions by name, the first definition winning as in
   // Model::find_function (which scans every function of the file).
   NameMap<int> functions;
@@ -87,7 +87,7 @@ struct FileIndex {
   // Where `p.grad = ...` and `p.grad += ...` start, in order.
   std::vector<uint32_t> grad_stores;
 
-  explicit FileIndex(const Model& m) {
+  explicit ClearingIndex(const Model& m) {
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
       if (f.parent < 0 && f.cls < 0) functions.emplace(f.name, static_cast<int>(i));
@@ -102,7 +102,12 @@ struct FileIndex {
     call_info.resize(m.calls().size());
     visited.assign(m.functions().size(), 0);
     std::string_view text = m.source().text();
-    for (size_t at = text.find("del "); at != std::string_view::npos; at = text.find("del ", at + 4)) {
+    // No line before the first ".grad" can delete one.
+    size_t first_grad = text.find(".grad");
+    if (first_grad == std::string_view::npos) return;
+    size_t line = text.rfind('\n', first_grad);
+    for (size_t at = text.find("del ", line == std::string_view::npos ? 0 : line); at != std::string_view::npos;
+         at = text.find("del ", at + 4)) {
       size_t eol = text.find('\n', at);
       size_t grad = text.substr(0, eol).find(".grad", at);
       if (grad != std::string_view::npos) grad_deletes.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(grad));
@@ -157,7 +162,7 @@ class MissingZeroGrad final : public Check {
   // in other files that call them.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    FileIndex index(m);
+    ClearingIndex index(m);
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
       if (f.parent >= 0 || is_null(f.body)) continue;
@@ -182,7 +187,7 @@ class MissingZeroGrad final : public Check {
     // first of them carries the finding.
     std::unordered_map<int, const Call*> steps;  // loop -> its optimizer step, or null
     std::unordered_set<int> decided;
-    std::optional<FileIndex> index;
+    std::optional<ClearingIndex> index;
     for (const Call& c : m.calls()) {
       if (!is_backward(c) || c.loop < 0) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
@@ -213,7 +218,7 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
-  static bool clears_in_loop(const Model& m, FileIndex& index, int loop, std::vector<std::string>& external) {
+  static bool clears_in_loop(const Model& m, ClearingIndex& index, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
     index.new_scan();
     return clears_in_range(m, index, l.start, l.end, l.function, 0, &external);
@@ -223,7 +228,7 @@ class MissingZeroGrad final : public Check {
   // through functions of this file it calls. The qualified names of the
   // functions of other modules it calls are added to `external`: whether they
   // clear is known once every file is indexed.
-  static bool clears_in_range(const Model& m, FileIndex& index, uint32_t start, uint32_t end, int function,
+  static bool clears_in_range(const Model& m, ClearingIndex& index, uint32_t start, uint32_t end, int function,
                               int depth, std::vector<std::string>* external) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
     if (index.grad_store_in(start, end) &&
@@ -235,14 +240,14 @@ class MissingZeroGrad final : public Check {
                                   [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
     for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
       const Call& c = *it;
-      const FileIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
+      const ClearingIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
       if (info.clears) return true;
       if (depth >= kMaxCallDepth) continue;
       int callee = info.plain ? info.plain_callee : info.self_receiver ? self_callee(m, c, function) : -1;
       if (callee < 0) {
-        if (!external || info.external == FileIndex::CallInfo::External::None) continue;
+        if (!external || info.external == ClearingIndex::CallInfo::External::None) continue;
         std::string other =
-            info.external == FileIndex::CallInfo::External::Callee ? c.callee : "self." + c.method;
+            info.external == ClearingIndex::CallInfo::External::Callee ? c.callee : "self." + c.method;
         if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;
@@ -255,8 +260,8 @@ class MissingZeroGrad final : public Check {
     return index.grad_delete_in(start, end);
   }
 
-  static const FileIndex::CallInfo& call_info(const Model& m, FileIndex& index, size_t i) {
-    FileIndex::CallInfo& info = index.call_info[i];
+  static const ClearingIndex::CallInfo& call_info(const Model& m, ClearingIndex& index, size_t i) {
+    ClearingIndex::CallInfo& info = index.call_info[i];
     if (info.known) return info;
     const Call& c = m.calls()[i];
     info.known = true;
@@ -288,8 +293,8 @@ class MissingZeroGrad final : public Check {
   // `self.method(...)` that the class and its bases in this file do not
   // define (a base class in another file); None for methods of other objects
   // and for torch itself. The name is the call's callee, or "self." + method.
-  static FileIndex::CallInfo::External other_module_callee(const Model& m, const FileIndex& index, const Call& c) {
-    using External = FileIndex::CallInfo::External;
+  static ClearingIndex::CallInfo::External other_module_callee(const Model& m, const ClearingIndex& index, const Call& c) {
+    using External = ClearingIndex::CallInfo::External;
     if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return External::None;
     if (c.method.empty()) return External::Callee;
     TSNode receiver = unparenthesize(c.receiver);

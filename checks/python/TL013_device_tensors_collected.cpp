@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "checks/python/check.h"
 
@@ -120,11 +121,16 @@ class DeviceTensorsCollected final : public Check {
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
     std::sort(stores.begin(), stores.end(), [](const Store& a, const Store& b) { return a.at < b.at; });
     std::vector<signed char> evaluation(m.loops().size(), -1);  // per loop, decided on first use
+    // Per container and loop: the stores into one list in one loop ask once.
+    // The names are views into `stores`, which no longer changes.
+    std::map<std::pair<std::string_view, int>, bool> survives;
     for (const Store& s : stores) {
       if (s.loop < 0 || s.container.empty()) continue;
       GradState grad = m.grad_state(s.at);
       if (grad == GradState::Maybe) continue;
-      if (!survives_evaluation(m, s.container, s.loop, evaluation)) continue;
+      auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
+      if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
+      if (!it->second) continue;
       if (bounded_in_loop(m, s)) continue;
       std::vector<TSNode> leaves;
       device_leaves(m, s, leaves);
