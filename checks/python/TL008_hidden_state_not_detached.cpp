@@ -151,12 +151,15 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
     if (p > 0 && text[p - 1] == '.') {
       dot = static_cast<uint32_t>(p - 1);
     } else {
-      while (p > 0 && (space(text[p - 1]) || text[p - 1] == '\n' || text[p - 1] == '\r' || text[p - 1] == '\\')) --p;
       if (p == 0) continue;
       unsigned char before = static_cast<unsigned char>(text[p - 1]);
+      if (before != '\n' && before != '\r' && before < 0x80) continue;
+      while (p > 0 && (space(text[p - 1]) || text[p - 1] == '\n' || text[p - 1] == '\r' || text[p - 1] == '\\')) --p;
+      if (p == 0) continue;
+      before = static_cast<unsigned char>(text[p - 1]);
       size_t line = text.rfind('\n', p - 1);
-      std::string_view last = text.substr(line == std::string_view::npos ? 0 : line, p - (line == std::string_view::npos ? 0 : line));
-      if (before != '.' && before < 0x80 && last.find('#') == std::string_view::npos) continue;
+      line = line == std::string_view::npos ? 0 : line;
+      if (before != '.' && before < 0x80 && text.substr(line, p - line).find('#') == std::string_view::npos) continue;
     }
     auto in_body = [&](int f) {
       TSNode body = m.functions()[f].body;
