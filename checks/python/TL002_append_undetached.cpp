@@ -84,7 +84,8 @@ class AppendUndetached final : public Check {
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
     if (b.loop < 0 || is_null(b.value)) return;
-    Store s{b.name, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, false};
+    // The container's name is copied once the binding is known to store.
+    Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, false};
     TSNode value = unparenthesize(b.value);
     if (b.kind == BindingKind::SubscriptStore) {
       if (!b.op.empty()) {  // `c[k] += [v]` extends a list; `c[k] += v` is TL001's
@@ -105,7 +106,8 @@ class AppendUndetached final : public Check {
     } else {
       return;
     }
-    out.push_back(s);
+    s.container = b.name;
+    out.push_back(std::move(s));
   }
 
   // `acc = torch.cat([acc, v])`, `acc = acc + [v]` (on a list), also as one
@@ -116,7 +118,14 @@ class AppendUndetached final : public Check {
              concatenation(m, b, unparenthesize(ts_node_named_child(value, 2)), s);
     std::string_view target = m.text(unparenthesize(b.target));
     if (kind_of(value) == Kind::Call) {
-      std::string callee = m.qualify(field(value, "function"));
+      TSNode func = unparenthesize(field(value, "function"));
+      // The last part of a qualified attribute chain is its attribute: any
+      // other than a concatenation's needs no qualifying.
+      if (kind_of(func) == Kind::Attribute &&
+          std::find(kConcatenations.begin(), kConcatenations.end(), m.text(field(func, "attribute"))) ==
+              kConcatenations.end())
+        return false;
+      std::string callee = m.qualify(func);
       std::string_view leaf = std::string_view(callee).substr(callee.rfind('.') + 1);
       if (callee.rfind("torch.", 0) != 0 || std::find(kConcatenations.begin(), kConcatenations.end(), leaf) ==
                                                  kConcatenations.end())

@@ -30,6 +30,7 @@
 #include <cctype>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "checks/python/check.h"
 
@@ -207,16 +208,21 @@ class EvalWithoutNoGrad final : public Check {
  public:
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    std::set<std::pair<std::string, std::string>> seen;
+    // The grad states already recorded per name, one bit each: the names
+    // are views into the model's calls, which outlive this function.
+    std::unordered_map<std::string_view, unsigned> seen;
     for (const Call& c : m.calls()) {
       if (c.callee.empty()) continue;
-      std::string name(last_component(c.callee));
+      std::string_view name = last_component(c.callee);
       // A recursive call says nothing about the callers.
       if (c.function >= 0 && m.functions()[c.function].name == name) continue;
       GradState g = m.grad_state(start_byte(c.node));
+      unsigned bit = 1u << static_cast<unsigned>(g);
+      unsigned& states = seen[name];
+      if (states & bit) continue;
+      states |= bit;
       std::string state = g == GradState::Enabled ? "enabled" : g == GradState::Disabled ? "disabled" : "maybe";
-      if (!seen.emplace(name, state).second) continue;
-      ctx.fact("call-site", name, c.node, {state});
+      ctx.fact("call-site", std::string(name), c.node, {std::move(state)});
     }
   }
 
@@ -225,9 +231,12 @@ class EvalWithoutNoGrad final : public Check {
     if (file_freezes_autograd(m)) return;
     std::set<int> reported_loops;
     std::vector<int> checked_functions(m.functions().size() + 1, -1);  // index fn + 1: 1 candidate, 0 not
+    std::vector<char> may_evaluate;  // index fn + 1, filled on the first call in a loop
     for (const Call& call : m.calls()) {
-      if (call.loop < 0 || !runs_module(m, call)) continue;
+      if (call.loop < 0) continue;
       int fn = call.function;
+      if (may_evaluate.empty()) may_evaluate = evaluation_candidates(m);
+      if (!may_evaluate[static_cast<size_t>(fn + 1)] || !runs_module(m, call)) continue;
       int& candidate = checked_functions[static_cast<size_t>(fn + 1)];
       if (candidate < 0) candidate = fn >= 0 && m.functions()[fn].cls >= 0 && is_framework_hook(m, fn) ? 0
                                      : needs_gradients(m, fn)                                        ? 0
@@ -254,6 +263,19 @@ class EvalWithoutNoGrad final : public Check {
     std::string_view name = m.functions()[fn].name;
     return std::find(kFrameworkSteps.begin(), kFrameworkSteps.end(), name) != kFrameworkSteps.end() ||
            name.rfind("on_validation", 0) == 0 || name.rfind("on_test", 0) == 0 || name.rfind("on_predict", 0) == 0;
+  }
+
+  // Per function (index fn + 1): whether it can be an evaluation context at
+  // all, that is calls eval() or train() itself or is named for evaluation
+  // (evaluation_context needs one of them). Most functions are neither, and
+  // their module calls need not be asked about.
+  static std::vector<char> evaluation_candidates(const Model& m) {
+    std::vector<char> out(m.functions().size() + 1, 0);
+    for (const Call& c : m.calls())
+      if (c.method == "eval" || c.method == "train") out[static_cast<size_t>(c.function + 1)] = 1;
+    for (size_t f = 0; f < m.functions().size(); ++f)
+      if (!out[f + 1] && named_for_evaluation(m.functions()[f].name)) out[f + 1] = 1;
+    return out;
   }
 
   // The loop the fix wraps: the innermost one around the call that iterates a

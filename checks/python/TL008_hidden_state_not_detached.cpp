@@ -31,6 +31,7 @@
 #include <array>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "checks/python/check.h"
 
@@ -61,55 +62,155 @@ bool is_backward(const Call& c) {
 
 int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
 
-// The function of this file a call runs: a module-level `helper(...)` or a
-// `self.helper(...)` of the caller's class (or its bases in the file).
-int callee_function(const Model& m, const Call& c) {
-  if (kind_of(c.func) == Kind::Identifier) return index_of(m, m.find_function(m.text(c.func)));
+// The module-level functions of the file by name, the first definition of a
+// name winning as in Model::find_function, which scans every function.
+NameMap<int> module_functions(const Model& m) {
+  NameMap<int> out;
+  for (size_t i = 0; i < m.functions().size(); ++i) {
+    const Function& f = m.functions()[i];
+    if (f.parent < 0 && f.cls < 0) out.emplace(f.name, static_cast<int>(i));
+  }
+  return out;
+}
+
+// The method of the caller's class (or its bases in the file) that
+// `self.helper(...)` runs, or -1.
+int self_callee(const Model& m, const Call& c) {
   if (c.method.empty() || is_null(c.receiver) || m.text(c.receiver) != "self") return -1;
   for (int f = c.function; f >= 0; f = m.functions()[f].parent)
     if (m.functions()[f].cls >= 0) return index_of(m, m.find_method(m.functions()[f].cls, c.method));
   return -1;
 }
 
-// Whether the subtree of `node` reads `.data` (the pre-0.4 way to detach).
-bool reads_data(const Model& m, TSNode node) {
-  if (m.text(node).find("data") == std::string_view::npos) return false;  // most bodies: one scan of the text
-  std::vector<TSNode> work{node};
-  while (!work.empty()) {
-    TSNode n = work.back();
-    work.pop_back();
-    if (is_null(n)) continue;
-    if (kind_of(n) == Kind::Attribute && m.text(field(n, "attribute")) == "data") return true;
-    push_named_children(n, work);
+// The function of this file a call runs: a module-level `helper(...)` or a
+// `self.helper(...)` of the caller's class (or its bases in the file).
+int callee_function(const Model& m, const Call& c) {
+  if (kind_of(c.func) == Kind::Identifier) return index_of(m, m.find_function(m.text(c.func)));
+  return self_callee(m, c);
+}
+
+// The same, with the module-level functions looked up in `functions`.
+int callee_function(const Model& m, const NameMap<int>& functions, const Call& c) {
+  if (kind_of(c.func) != Kind::Identifier) return self_callee(m, c);
+  auto it = functions.find(m.text(c.func));
+  return it == functions.end() ? -1 : it->second;
+}
+
+bool identifier_byte(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Whether the `data` at [at, at + 4) of the source is the attribute name of
+// an attribute node: the tree, walked down to the leaf there, decides.
+// `dot`, when known, is a dot before it on its line with only spaces
+// between: the smallest node holding both is then the attribute, if any.
+bool data_attribute_at(const Model& m, uint32_t at, std::optional<uint32_t> dot) {
+  if (dot) {
+    TSNode n = ts_node_descendant_for_byte_range(m.root(), *dot, at + 4);
+    if (kind_of(n) != Kind::Attribute || end_byte(n) != at + 4) return false;
+    TSNode name = field(n, "attribute");
+    return start_byte(name) == at && end_byte(name) == at + 4;
   }
-  return false;
+  TSTreeCursor cursor = ts_tree_cursor_new(m.root());
+  TSNode parent{}, leaf = m.root();
+  // Down through the child holding `at`, to the leaf.
+  while (ts_tree_cursor_goto_first_child(&cursor)) {
+    bool found = false;
+    do {
+      TSNode child = ts_tree_cursor_current_node(&cursor);
+      if (end_byte(child) <= at) continue;
+      found = start_byte(child) <= at;
+      break;
+    } while (ts_tree_cursor_goto_next_sibling(&cursor));
+    if (!found) break;
+    parent = leaf;
+    leaf = ts_tree_cursor_current_node(&cursor);
+  }
+  ts_tree_cursor_delete(&cursor);
+  if (is_null(parent) || start_byte(leaf) != at || end_byte(leaf) != at + 4) return false;
+  if (kind_of(leaf) != Kind::Identifier || kind_of(parent) != Kind::Attribute) return false;
+  return ts_node_eq(field(parent, "attribute"), leaf);
+}
+
+// Marks the functions whose body reads `.data` (the pre-0.4 way to detach),
+// nested functions included. Rather than walking every body, each `data` of
+// the source that can be an attribute name (after a dot, maybe across
+// spaces, a comment or a line continuation) is asked of the tree once.
+void mark_data_reads(const Model& m, std::vector<char>& detaches) {
+  std::string_view text = m.source().text();
+  for (size_t at = text.find("data"); at != std::string_view::npos; at = text.find("data", at + 1)) {
+    if (at > 0 && identifier_byte(text[at - 1])) continue;
+    if (at + 4 < text.size() && identifier_byte(text[at + 4])) continue;
+    // Between an attribute's dot and its name there are only spaces, line
+    // continuations and comments: back over the first two, then a dot, or
+    // the end of a line holding a comment, or a byte of a wider space.
+    auto space = [](char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; };
+    size_t p = at;
+    while (p > 0 && space(text[p - 1])) --p;
+    std::optional<uint32_t> dot;
+    if (p > 0 && text[p - 1] == '.') {
+      dot = static_cast<uint32_t>(p - 1);
+    } else {
+      if (p == 0) continue;
+      unsigned char before = static_cast<unsigned char>(text[p - 1]);
+      if (before != '\n' && before != '\r' && before < 0x80) continue;
+      while (p > 0 && (space(text[p - 1]) || text[p - 1] == '\n' || text[p - 1] == '\r' || text[p - 1] == '\\')) --p;
+      if (p == 0) continue;
+      before = static_cast<unsigned char>(text[p - 1]);
+      size_t line = text.rfind('\n', p - 1);
+      line = line == std::string_view::npos ? 0 : line;
+      if (before != '.' && before < 0x80 && text.substr(line, p - line).find('#') == std::string_view::npos) continue;
+    }
+    auto in_body = [&](int f) {
+      TSNode body = m.functions()[f].body;
+      return !is_null(body) && start_byte(body) <= at && at < end_byte(body);
+    };
+    bool undecided = false;
+    for (int f = m.function_at(static_cast<uint32_t>(at)); f >= 0 && !undecided; f = m.functions()[f].parent)
+      undecided = !detaches[f] && in_body(f);
+    if (!undecided || !data_attribute_at(m, static_cast<uint32_t>(at), dot)) continue;
+    for (int f = m.function_at(static_cast<uint32_t>(at)); f >= 0; f = m.functions()[f].parent)
+      if (in_body(f)) detaches[f] = 1;
+  }
 }
 
 // Per function of the file: whether it detaches what it handles (calls
 // `.detach()` / `.detach_()` or reads `.data`) and whether it calls backward,
 // directly or through the functions of the file it calls (repackage_hidden's
-// recursion over tuples included). Computed once, in linear passes.
+// recursion over tuples included). Computed once, in linear passes; the
+// backward half only when asked (the check needs it, the facts do not).
 struct Summaries {
   std::vector<char> detaches;
   std::vector<char> backward;
 };
 
-Summaries summarize(const Model& m) {
+Summaries summarize(const Model& m, bool with_backward) {
   size_t n = m.functions().size();
   Summaries s{std::vector<char>(n, 0), std::vector<char>(n, 0)};
-  std::vector<std::vector<int>> callees(n);
+  bool any = false;
   for (const Call& c : m.calls()) {
     bool detach = c.method == "detach" || c.method == "detach_";
-    bool backward = is_backward(c);
-    int callee = c.function >= 0 ? callee_function(m, c) : -1;
+    bool backward = with_backward && is_backward(c);
+    if (!detach && !backward) continue;
     for (int f = c.function; f >= 0; f = m.functions()[f].parent) {
       if (detach) s.detaches[f] = 1;
       if (backward) s.backward[f] = 1;
-      if (callee >= 0 && callee != f) callees[f].push_back(callee);
+      any = true;
     }
   }
-  for (size_t f = 0; f < n; ++f)
-    if (!s.detaches[f] && reads_data(m, m.functions()[f].body)) s.detaches[f] = 1;
+  mark_data_reads(m, s.detaches);
+  any = any || std::find(s.detaches.begin(), s.detaches.end(), 1) != s.detaches.end();
+  // Only a function that detaches or calls backward itself passes it on to
+  // its callers: with none, the calls need not be resolved.
+  if (!any) return s;
+  NameMap<int> functions = module_functions(m);
+  std::vector<std::vector<int>> callees(n);
+  for (const Call& c : m.calls()) {
+    int callee = c.function >= 0 ? callee_function(m, functions, c) : -1;
+    if (callee < 0) continue;
+    for (int f = c.function; f >= 0; f = m.functions()[f].parent)
+      if (callee != f) callees[f].push_back(callee);
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (size_t f = 0; f < n; ++f) {
@@ -241,6 +342,14 @@ struct FedState {
   std::string name;
   bool in_tuple = false;  // passed as an element of `(h, c)`: one tensor
 };
+
+// Whether a call passes anything but its first positional argument, where a
+// state would be: most module calls (`model(x)`) pass nothing else, and are
+// then decided before the costlier questions.
+bool passes_state_argument(const Call& c) {
+  uint32_t n = is_null(c.args) ? 0 : ts_node_named_child_count(c.args);
+  return n >= 2 || (n == 1 && kind_of(ts_node_named_child(c.args, 0)) == Kind::KeywordArgument);
+}
 
 // The assignment whose value is `call`, or a null node.
 TSNode assignment_of(TSNode call) {
@@ -512,12 +621,13 @@ class HiddenStateNotDetached final : public Check {
   // `h = repackage_hidden(h)` in another file reads it.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    Summaries sums = summarize(m);
-    std::set<std::string> seen;
+    Summaries sums = summarize(m, false);
+    // Names already recorded, by answer: views into the model's functions.
+    std::unordered_set<std::string_view> seen[2];
     for (size_t f = 0; f < m.functions().size(); ++f) {
       const Function& fn = m.functions()[f];
       bool detaches = sums.detaches[f];
-      if (!seen.insert(fn.name + (detaches ? "+" : "-")).second) continue;
+      if (!seen[detaches ? 1 : 0].insert(fn.name).second) continue;
       ctx.fact(std::string(kDetachFact), fn.name, fn.node, {detaches ? "yes" : "no"});
     }
   }
@@ -526,13 +636,13 @@ class HiddenStateNotDetached final : public Check {
     const Model& m = ctx.model();
     std::optional<Summaries> sums;
     for (const Call& c : m.calls()) {
-      if (c.loop < 0 || !runs_module(m, c)) continue;
+      if (c.loop < 0 || !passes_state_argument(c) || !runs_module(m, c)) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       TSNode assignment = assignment_of(c.node);
       if (is_null(assignment)) continue;
       std::vector<FedState> states = fed_states(m, c, assignment);
       if (states.empty()) continue;
-      if (!sums) sums = summarize(m);
+      if (!sums) sums = summarize(m, true);
       int loop = training_loop(m, *sums, c);
       if (loop < 0 || forward_detaches(m, *sums, c)) continue;
       std::vector<FedState> kept;

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -75,21 +76,103 @@ TSNode stepped_optimizer(const Model& m, const Call& c) {
   return TSNode{};
 }
 
+// What clears_in_range asks of the file for every range it reads, built
+// once per file.
+struct ClearingIndex {
+  // Module-level functions by name, the first definition winning as in
+  // Model::find_function (which scans every function of the file).
+  NameMap<int> functions;
+  // Names a module-level import binds.
+  NameSet imports;
+  // Where `p.grad = ...` and `p.grad += ...` start, in order.
+  std::vector<uint32_t> grad_stores;
+
+  explicit ClearingIndex(const Model& m) {
+    for (size_t i = 0; i < m.functions().size(); ++i) {
+      const Function& f = m.functions()[i];
+      if (f.parent < 0 && f.cls < 0) functions.emplace(f.name, static_cast<int>(i));
+    }
+    for (const Binding& b : m.bindings()) {
+      if (b.kind == BindingKind::Import && b.function == -1) imports.insert(b.name);
+      if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
+      std::string_view name = b.name;
+      if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") grad_stores.push_back(b.start);
+    }
+    std::sort(grad_stores.begin(), grad_stores.end());
+    call_info.resize(m.calls().size());
+    visited.assign(m.functions().size(), 0);
+    std::string_view text = m.source().text();
+    // No line before the first ".grad" can delete one.
+    size_t first_grad = text.find(".grad");
+    if (first_grad == std::string_view::npos) return;
+    size_t line = text.rfind('\n', first_grad);
+    for (size_t at = text.find("del ", line == std::string_view::npos ? 0 : line); at != std::string_view::npos;
+         at = text.find("del ", at + 4)) {
+      size_t eol = text.find('\n', at);
+      size_t grad = text.substr(0, eol).find(".grad", at);
+      if (grad != std::string_view::npos) grad_deletes.emplace_back(static_cast<uint32_t>(at), static_cast<uint32_t>(grad));
+    }
+  }
+
+  // `del p.grad` in [start, end): the `del ` and the ".grad" after it on
+  // its line both inside the range.
+  bool grad_delete_in(uint32_t start, uint32_t end) const {
+    auto it = std::lower_bound(grad_deletes.begin(), grad_deletes.end(), std::make_pair(start, uint32_t{0}));
+    for (; it != grad_deletes.end() && it->first < end; ++it)
+      if (it->first + 4 <= end && it->second + 5 <= end) return true;
+    return false;
+  }
+
+  // What a scan asks of each call, worked out on its first visit: the same
+  // calls are read again for every function that reaches them.
+  struct CallInfo {
+    bool known = false;
+    bool clears = false;        // its name says it clears, or `p.grad.zero_()`
+    bool plain = false;         // `helper(...)`: runs `plain_callee` when that is >= 0
+    bool self_receiver = false;  // `self.helper(...)`: what it runs depends on the caller's class
+    int plain_callee = -1;
+    // What other_module_callee gives: nothing, the call's callee, or "self." + method.
+    enum class External : uint8_t { None, Callee, SelfMethod } external = External::None;
+  };
+  std::vector<CallInfo> call_info;
+  // The functions one scan has entered: those stamped with its generation.
+  std::vector<unsigned> visited;
+  unsigned generation = 0;
+  // Each `del ` of the source followed by ".grad" on its line: where each
+  // starts, in order.
+  std::vector<std::pair<uint32_t, uint32_t>> grad_deletes;
+
+  void new_scan() { ++generation; }
+  bool first_visit(int function) {
+    unsigned& stamp = visited[static_cast<size_t>(function)];
+    if (stamp == generation) return false;
+    stamp = generation;
+    return true;
+  }
+
+  bool grad_store_in(uint32_t start, uint32_t end) const {
+    auto it = std::lower_bound(grad_stores.begin(), grad_stores.end(), start);
+    return it != grad_stores.end() && *it < end;
+  }
+};
+
 class MissingZeroGrad final : public Check {
  public:
   // Summaries of this file's module-level functions and methods, for loops
   // in other files that call them.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    ClearingIndex index(m);
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
       if (f.parent >= 0 || is_null(f.body)) continue;
       // A method is keyed ".name": a call on `self` that its class does not
       // define resolves to a method of that name in another file's class.
       std::string key = f.cls >= 0 ? "." + f.name : f.name;
-      std::unordered_set<int> seen{static_cast<int>(i)};
+      index.new_scan();
+      index.first_visit(static_cast<int>(i));
       std::vector<std::string> external;
-      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, seen, &external)) {
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), static_cast<int>(i), 0, &external)) {
         ctx.fact(std::string(kSummaryFact), std::move(key), f.node, {"clears"});
       } else if (!external.empty()) {
         external.insert(external.begin(), "calls");
@@ -104,6 +187,7 @@ class MissingZeroGrad final : public Check {
     // first of them carries the finding.
     std::unordered_map<int, const Call*> steps;  // loop -> its optimizer step, or null
     std::unordered_set<int> decided;
+    std::optional<ClearingIndex> index;
     for (const Call& c : m.calls()) {
       if (!is_backward(c) || c.loop < 0) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
@@ -114,7 +198,9 @@ class MissingZeroGrad final : public Check {
         const Call* step = found->second;
         if (!step) continue;  // try the enclosing loop
         std::vector<std::string> external;
-        if (decided.insert(loop).second && !clears_in_loop(m, loop, external))
+        if (!decided.insert(loop).second) break;
+        if (!index) index.emplace(m);
+        if (!clears_in_loop(m, *index, loop, external))
           report(ctx, c, *step, loop, std::move(external));
         break;
       }
@@ -132,83 +218,90 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
-  static bool clears_in_loop(const Model& m, int loop, std::vector<std::string>& external) {
+  static bool clears_in_loop(const Model& m, ClearingIndex& index, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
-    std::unordered_set<int> seen;
-    return clears_in_range(m, l.start, l.end, l.function, 0, seen, &external);
+    index.new_scan();
+    return clears_in_range(m, index, l.start, l.end, l.function, 0, &external);
   }
 
   // Whether code in [start, end) of `function` clears gradients, directly or
   // through functions of this file it calls. The qualified names of the
   // functions of other modules it calls are added to `external`: whether they
   // clear is known once every file is indexed.
-  static bool clears_in_range(const Model& m, uint32_t start, uint32_t end, int function, int depth,
-                              std::unordered_set<int>& seen, std::vector<std::string>* external) {
+  static bool clears_in_range(const Model& m, ClearingIndex& index, uint32_t start, uint32_t end, int function,
+                              int depth, std::vector<std::string>* external) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
-    if (m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos) {
-      for (const Binding& b : m.bindings()) {
-        if (b.start < start || b.start >= end) continue;
-        if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign) continue;
-        std::string_view name = b.name;
-        if (name.size() > 5 && name.substr(name.size() - 5) == ".grad") return true;  // p.grad = None
-      }
-    }
+    if (index.grad_store_in(start, end) &&
+        m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos)
+      return true;
     // Calls are in source order: only those in [start, end) are visited.
     const auto& calls = m.calls();
     auto first = std::lower_bound(calls.begin(), calls.end(), start,
                                   [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
     for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
       const Call& c = *it;
-      std::string_view name = call_name(c);
-      if (names_clearing(name)) return true;
-      // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
-      if ((name == "zero_" || name == "fill_" || name == "mul_" || name == "detach_") && !is_null(c.receiver) &&
-          contains(m.text(c.receiver), ".grad"))
-        return true;
+      const ClearingIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
+      if (info.clears) return true;
       if (depth >= kMaxCallDepth) continue;
-      int callee = local_callee(m, c, function);
+      int callee = info.plain ? info.plain_callee : info.self_receiver ? self_callee(m, c, function) : -1;
       if (callee < 0) {
-        std::string other = other_module_callee(m, c);
-        if (external && !other.empty() && std::find(external->begin(), external->end(), other) == external->end())
+        if (!external || info.external == ClearingIndex::CallInfo::External::None) continue;
+        std::string other =
+            info.external == ClearingIndex::CallInfo::External::Callee ? c.callee : "self." + c.method;
+        if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;
       }
-      if (!seen.insert(callee).second) continue;
+      if (!index.first_visit(callee)) continue;
       const Function& f = m.functions()[callee];
-      if (clears_in_range(m, start_byte(f.body), end_byte(f.body), callee, depth + 1, seen, external)) return true;
+      if (clears_in_range(m, index, start_byte(f.body), end_byte(f.body), callee, depth + 1, external))
+        return true;
     }
-    return has_grad_delete(m, start, end);
+    return index.grad_delete_in(start, end);
   }
 
-  // The function of this file a call runs: `helper(...)` (a module-level
-  // function) or `self.helper(...)` (a method of the caller's class).
-  static int local_callee(const Model& m, const Call& c, int caller) {
-    const Function* f = nullptr;
+  static const ClearingIndex::CallInfo& call_info(const Model& m, ClearingIndex& index, size_t i) {
+    ClearingIndex::CallInfo& info = index.call_info[i];
+    if (info.known) return info;
+    const Call& c = m.calls()[i];
+    info.known = true;
+    std::string_view name = call_name(c);
+    // p.grad.zero_(), p.grad.data.zero_(), p.grad.fill_(0), p.grad.mul_(0)
+    info.clears = names_clearing(name) || ((name == "zero_" || name == "fill_" || name == "mul_" || name == "detach_") &&
+                                           !is_null(c.receiver) && contains(m.text(c.receiver), ".grad"));
+    // The function of this file a call runs: `helper(...)` (a module-level
+    // function) or `self.helper(...)` (a method of the caller's class).
     if (c.method.empty()) {
-      f = m.find_function(c.callee);
-    } else if (!is_null(c.receiver) && m.text(c.receiver) == "self") {
-      f = m.find_method(m.class_of_function(caller), c.method);
+      info.plain = true;
+      auto it = index.functions.find(c.callee);
+      info.plain_callee = it == index.functions.end() ? -1 : it->second;
+    } else {
+      info.self_receiver = !is_null(c.receiver) && m.text(c.receiver) == "self";
     }
-    if (!f) return -1;
-    return static_cast<int>(f - m.functions().data());
+    info.external = other_module_callee(m, index, c);
+    return info;
+  }
+
+  static int self_callee(const Model& m, const Call& c, int caller) {
+    const Function* f = m.find_method(m.class_of_function(caller), c.method);
+    return f ? static_cast<int>(f - m.functions().data()) : -1;
   }
 
   // The qualified name of a function that another module may define: a plain
   // call not defined in this file (`begin_step(...)`, imported or not), a
   // call through an imported module (`utils.start_iteration(...)`), or
   // `self.method(...)` that the class and its bases in this file do not
-  // define (a base class in another file); "" for methods of other objects
-  // and for torch itself.
-  static std::string other_module_callee(const Model& m, const Call& c) {
-    if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return "";
-    if (c.method.empty()) return c.callee;
+  // define (a base class in another file); None for methods of other objects
+  // and for torch itself. The name is the call's callee, or "self." + method.
+  static ClearingIndex::CallInfo::External other_module_callee(const Model& m, const ClearingIndex& index, const Call& c) {
+    using External = ClearingIndex::CallInfo::External;
+    if (c.callee.empty() || c.callee.rfind("torch.", 0) == 0) return External::None;
+    if (c.method.empty()) return External::Callee;
     TSNode receiver = unparenthesize(c.receiver);
-    if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return "";
+    if (is_null(receiver) || kind_of(receiver) != Kind::Identifier) return External::None;
     std::string_view name = m.text(receiver);
-    if (name == "self") return "self." + c.method;
-    for (const Binding* b : m.bindings_of(name, -1))
-      if (b->kind == BindingKind::Import) return c.callee;
-    return "";
+    if (name == "self") return External::SelfMethod;
+    return index.imports.count(name) ? External::Callee : External::None;
   }
 
   // Whether one of `callees` (qualified names) clears gradients according to
@@ -243,19 +336,6 @@ class MissingZeroGrad final : public Check {
         if (depth >= kMaxCallDepth) continue;
         for (size_t i = 1; i < f->values.size(); ++i) queue.emplace_back(f->values[i], depth + 1);
       }
-    }
-    return false;
-  }
-
-  // `del p.grad` in [start, end).
-  static bool has_grad_delete(const Model& m, uint32_t start, uint32_t end) {
-    std::string_view text = m.source().text().substr(0, end);  // never past the range
-    size_t at = start;
-    while ((at = text.find("del ", at)) != std::string_view::npos) {
-      size_t eol = text.find('\n', at);
-      std::string_view line = text.substr(at, std::min<size_t>(eol, end) - at);
-      if (contains(line, ".grad")) return true;
-      at += 4;
     }
     return false;
   }

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include "checks/python/check.h"
 
@@ -114,15 +115,22 @@ class DeviceTensorsCollected final : public Check {
  public:
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    if (!may_move_to_device(m)) return;
     std::vector<Store> stores;
     for (const Call& c : m.calls()) add_call_store(m, c, stores);
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
     std::sort(stores.begin(), stores.end(), [](const Store& a, const Store& b) { return a.at < b.at; });
+    std::vector<signed char> evaluation(m.loops().size(), -1);  // per loop, decided on first use
+    // Per container and loop: the stores into one list in one loop ask once.
+    // The names are views into `stores`, which no longer changes.
+    std::map<std::pair<std::string_view, int>, bool> survives;
     for (const Store& s : stores) {
       if (s.loop < 0 || s.container.empty()) continue;
       GradState grad = m.grad_state(s.at);
       if (grad == GradState::Maybe) continue;
-      if (!survives_evaluation(m, s.container, s.loop)) continue;
+      auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
+      if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
+      if (!it->second) continue;
       if (bounded_in_loop(m, s)) continue;
       std::vector<TSNode> leaves;
       device_leaves(m, s, leaves);
@@ -152,7 +160,8 @@ class DeviceTensorsCollected final : public Check {
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
     if (b.loop < 0 || is_null(b.value)) return;
-    Store s{b.name, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop};
+    // The container's name is copied once the binding is known to store.
+    Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop};
     TSNode value = unparenthesize(b.value);
     if (b.kind == BindingKind::SubscriptStore && b.op.empty() && b.element < 0) {
       TSNode key = unparenthesize(field(s.container_node, "subscript"));
@@ -166,7 +175,11 @@ class DeviceTensorsCollected final : public Check {
                (kind_of(value) == Kind::List || kind_of(value) == Kind::Tuple)) {
       s.value = value;
     } else if (b.kind == BindingKind::Assign && b.element < 0 && kind_of(value) == Kind::Call) {
-      std::string callee = m.qualify(field(value, "function"));
+      TSNode func = unparenthesize(field(value, "function"));
+      // The last part of a qualified attribute chain is its attribute: any
+      // other than a concatenation's needs no qualifying.
+      if (kind_of(func) == Kind::Attribute && !one_of(m.text(field(func, "attribute")), kConcatenations)) return;
+      std::string callee = m.qualify(func);
       if (callee.rfind("torch.", 0) != 0 || !one_of(last_component(callee), kConcatenations)) return;
       Call call{};
       call.args = field(value, "arguments");
@@ -185,7 +198,8 @@ class DeviceTensorsCollected final : public Check {
     } else {
       return;
     }
-    out.push_back(s);
+    s.container = b.name;
+    out.push_back(std::move(s));
   }
 
   // Whether `loop` is an evaluation step: it iterates data, or runs a module
@@ -197,17 +211,42 @@ class DeviceTensorsCollected final : public Check {
     // collects is bounded by the literal, not by the dataset.
     Kind iterable = kind_of(unparenthesize(field(m.loops()[loop].node, "right")));
     if (iterable == Kind::Tuple || iterable == Kind::List || iterable == Kind::Set) return false;
-    for (const Call& c : m.calls()) {
-      if (c.function != m.loops()[loop].function || !m.loop_contains(loop, start_byte(c.node))) continue;
+    // Calls are in source order: only those from the loop's start on are read.
+    const Loop& l = m.loops()[loop];
+    const auto& calls = m.calls();
+    auto first = std::lower_bound(calls.begin(), calls.end(), l.start,
+                                  [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+    for (auto it = first; it != calls.end() && start_byte(it->node) < l.end; ++it) {
+      const Call& c = *it;
+      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
       if (m.is_module_instance(c.func)) return true;
     }
     return false;
   }
 
-  static bool survives_evaluation(const Model& m, std::string_view name, int loop) {
+  // `evaluation` keeps each loop's answer (-1 not asked yet): the stores of
+  // one loop ask about the same loops.
+  static bool survives_evaluation(const Model& m, std::string_view name, int loop, std::vector<signed char>& evaluation) {
     for (int l = loop; l >= 0; l = m.loops()[l].parent) {
       if (!m.bound_before_loop(name, l) || m.reset_in_loop(name, l)) return false;
-      if (evaluation_loop(m, l)) return true;
+      signed char& e = evaluation[static_cast<size_t>(l)];
+      if (e < 0) e = evaluation_loop(m, l) ? 1 : 0;
+      if (e) return true;
+    }
+    return false;
+  }
+
+  // Whether anything in the file can put a value on an accelerator: every
+  // piece of evidence on_accelerator accepts is a `.cuda()` or `.to(...)`
+  // call or a `device=` argument. A file that never says "cuda" or "device"
+  // and calls no `.to` (nor a parenthesized callee, which might be one) has
+  // nothing to report.
+  static bool may_move_to_device(const Model& m) {
+    std::string_view text = m.source().text();
+    if (text.find("cuda") != std::string_view::npos || text.find("device") != std::string_view::npos) return true;
+    for (const Call& c : m.calls()) {
+      if (c.method == "to") return true;
+      if (c.method.empty() && m.text(c.func).substr(0, 1) == "(") return true;
     }
     return false;
   }
