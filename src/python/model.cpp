@@ -163,9 +163,10 @@ struct Model::Builder {
     bool done = false;
     while (!done) {
       TSNode node = ts_tree_cursor_current_node(&cursor);
-      if (ts_node_is_named(node)) {
+      TSSymbol symbol = ts_node_symbol(node);
+      if (symbol_is_named(symbol)) {
         pop_until(start_byte(node));
-        enter(node);
+        enter(node, kind_of_symbol(symbol));
       }
       if (ts_tree_cursor_goto_first_child(&cursor)) {
         ancestors.push_back(node);
@@ -204,8 +205,8 @@ struct Model::Builder {
     });
   }
 
-  void enter(TSNode node) {
-    switch (kind_of(node)) {
+  void enter(TSNode node, Kind kind) {
+    switch (kind) {
       case Kind::FunctionDefinition: return on_function(node);
       case Kind::ClassDefinition: return on_class(node);
       case Kind::ForStatement: return on_for(node);

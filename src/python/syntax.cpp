@@ -107,6 +107,15 @@ std::vector<Kind> kinds_by_symbol() {
   return by_symbol;
 }
 
+std::vector<bool> named_by_symbol() {
+  const TSLanguage* lang = tree_sitter_python();
+  uint32_t n = ts_language_symbol_count(lang);
+  std::vector<bool> named(n, false);
+  for (uint32_t sym = 0; sym < n; ++sym)
+    named[sym] = ts_language_symbol_type(lang, static_cast<TSSymbol>(sym)) == TSSymbolTypeRegular;
+  return named;
+}
+
 std::array<TSFieldId, kFieldCount> field_ids() {
   std::array<TSFieldId, kFieldCount> ids{};
   const TSLanguage* lang = tree_sitter_python();
@@ -120,6 +129,7 @@ std::array<TSFieldId, kFieldCount> field_ids() {
 const TSLanguage* language() { return tree_sitter_python(); }
 
 const std::vector<Kind> kKindBySymbol = kinds_by_symbol();
+const std::vector<bool> kNamedBySymbol = named_by_symbol();
 
 // Id 0 (a name the grammar lacks) makes ts_node_child_by_field_id give a null
 // node; a test checks that every name is the grammar's.

@@ -93,13 +93,28 @@ const TSLanguage* language();
 // The Kind of each of the grammar's symbols, filled when the program starts.
 extern const std::vector<Kind> kKindBySymbol;
 
+// Whether each of the grammar's symbols names a named node.
+extern const std::vector<bool> kNamedBySymbol;
+
+constexpr TSSymbol kErrorSymbol = static_cast<TSSymbol>(-1);  // ts_builtin_sym_error
+
+// The Kind of a symbol as ts_node_symbol gives it.
+inline Kind kind_of_symbol(TSSymbol sym) {
+  if (sym == kErrorSymbol) return Kind::Error;
+  return sym < kKindBySymbol.size() ? kKindBySymbol[sym] : Kind::Other;
+}
+
+// What ts_node_is_named answers, from the symbol ts_node_symbol gives (an
+// alias's, when the node is aliased): one call into the library for both.
+inline bool symbol_is_named(TSSymbol sym) {
+  return sym == kErrorSymbol || (sym < kNamedBySymbol.size() && kNamedBySymbol[sym]);
+}
+
 // Called for nearly every node the model and the checks look at: inline, and
 // a null node (id 0) is told apart without a call into the library.
 inline Kind kind_of(TSNode node) {
   if (node.id == nullptr) return Kind::Other;
-  TSSymbol sym = ts_node_symbol(node);
-  if (sym == static_cast<TSSymbol>(-1)) return Kind::Error;  // ts_builtin_sym_error
-  return sym < kKindBySymbol.size() ? kKindBySymbol[sym] : Kind::Other;
+  return kind_of_symbol(ts_node_symbol(node));
 }
 
 inline bool is_null(TSNode n) { return n.id == nullptr; }  // what ts_node_is_null tests, without the call

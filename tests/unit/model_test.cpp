@@ -1026,3 +1026,45 @@ TEST(Syntax, FieldNamesAreTheGrammars) {
   EXPECT_EQ(p.model().text(field(call, "arguments")), "(x)");
   EXPECT_TRUE(is_null(field(call, "body")));
 }
+
+// The model's walk asks ts_node_symbol once per node and reads both the kind
+// and the named-ness from tables: for every node of a program that uses
+// aliased nodes, keywords, f-strings, a match statement and a syntax error,
+// the named-ness table agrees with tree-sitter's own answer.
+TEST(Syntax, SymbolTablesAgreeWithTheLibrary) {
+  Program p(
+      "import torch as T\n"
+      "from x import (a, b as c)\n"
+      "@T.no_grad()\n"
+      "def f(x, *args, y: int = 1, **kw) -> None:\n"
+      "    global g\n"
+      "    s = f'{x!r:>{y}}'\n"
+      "    match x:\n"
+      "        case [1, *rest] if rest: pass\n"
+      "        case {'k': v}: pass\n"
+      "    print(lambda q: q, [i for i in x if i], {k: v for k, v in kw.items()})\n"
+      "    return (yield x)\n"
+      "class C(B, metaclass=M):\n"
+      "    def g(self): x = = 1\n");
+  const Model& m = p.model();
+  TSTreeCursor cursor = ts_tree_cursor_new(m.root());
+  size_t nodes = 0, errors = 0;
+  for (bool done = false; !done;) {
+    TSNode n = ts_tree_cursor_current_node(&cursor);
+    ++nodes;
+    TSSymbol sym = ts_node_symbol(n);
+    SCOPED_TRACE(ts_node_type(n));
+    EXPECT_EQ(symbol_is_named(sym), ts_node_is_named(n));
+    if (kind_of(n) == Kind::Error) ++errors;
+    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        done = true;
+        break;
+      }
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+  EXPECT_GT(nodes, 150u);
+  EXPECT_GE(errors, 1u);
+}
