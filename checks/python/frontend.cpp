@@ -73,6 +73,18 @@ std::string statement_snippet(const Model& model, TSNode node) {
   return out;
 }
 
+// Every registered check with its catalogue entry, looked up once: checks
+// register before main() runs, and the catalogue is built in.
+const std::vector<std::pair<const RuleInfo*, const Check*>>& checks_with_rules() {
+  static const auto all = [] {
+    std::vector<std::pair<const RuleInfo*, const Check*>> v;
+    for (const auto& rc : registered_checks())
+      if (const RuleInfo* rule = Catalogue::builtin().find(rc.rule_id)) v.emplace_back(rule, rc.check.get());
+    return v;
+  }();
+  return all;
+}
+
 class PythonFrontend final : public LanguageFrontend {
  public:
   std::string_view language() const override { return "python"; }
@@ -106,12 +118,9 @@ class PythonFrontend final : public LanguageFrontend {
       out.comments.push_back(comment_at(file.text, start_byte(c), end_byte(c), at.row + 1, at.column));
     }
     out.first_statement_line = first_statement_line(model.root());
-    const Catalogue& catalogue = Catalogue::builtin();
     std::vector<std::pair<const RuleInfo*, const Check*>> enabled;
-    for (const auto& rc : registered_checks()) {
-      const RuleInfo* rule = catalogue.find(rc.rule_id);
-      if (rule && config.rule_enabled(*rule)) enabled.emplace_back(rule, rc.check.get());
-    }
+    for (auto [rule, check] : checks_with_rules())
+      if (config.rule_enabled(*rule)) enabled.emplace_back(rule, check);
     for (auto [rule, check] : enabled) out.rules_run.push_back(rule->id);
     for (auto [rule, check] : enabled) {
       CheckContext ctx(model, *rule, file, out);
