@@ -108,18 +108,84 @@ std::string module_of(std::string_view qualified) {
 
 // A field never contains the separator, even when source text does.
 void append_field(std::string& out, std::string_view field) {
-  for (char ch : field) out += ch == kSep ? ' ' : ch;
+  size_t at = out.size();
+  out.append(field);
+  if (field.find(kSep) != std::string_view::npos) std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), kSep, ' ');
 }
 
-std::string encode(std::initializer_list<std::string_view> fields) {
-  std::string out;
+// Into a buffer the caller reuses: most values a function's reads encode
+// are already recorded, and looking them up needs no new string.
+void encode_into(std::string& out, std::initializer_list<std::string_view> fields) {
+  out.clear();
   bool first = true;
   for (auto f : fields) {
     if (!first) out += kSep;
     first = false;
     append_field(out, f);
   }
+}
+
+std::string encode(std::initializer_list<std::string_view> fields) {
+  std::string out;
+  encode_into(out, fields);
   return out;
+}
+
+// Whether the source text of an expression may hold a name: an identifier
+// outside string literals and comments, other than True, False and None.
+// The values ValueCollector records all start from a name, so a table of
+// numbers and plain strings (thousands of nodes to visit) holds none.
+// Anything this scan does not follow exactly (an f-string, which may hold
+// expressions, a keyword, a non-ASCII byte, an unterminated string) counts
+// as a name; the caller also skips it on a tree with parse errors.
+bool may_hold_name(std::string_view t) {
+  auto word_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+  auto string_prefix = [](std::string_view w) {  // not f or t: those strings may hold expressions
+    if (w.empty() || w.size() > 2) return false;
+    std::string lower;
+    for (char ch : w) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return lower == "r" || lower == "u" || lower == "b" || lower == "br" || lower == "rb";
+  };
+  size_t i = 0, n = t.size();
+  while (i < n) {
+    char c = t[i];
+    if (c == '#') {
+      i = t.find('\n', i);
+      if (i == std::string_view::npos) return false;
+    } else if (c == '"' || c == '\'') {
+      bool triple = i + 2 < n && t[i + 1] == c && t[i + 2] == c;
+      size_t j = i + (triple ? 3 : 1);
+      while (true) {
+        if (j >= n) return true;
+        if (t[j] == '\\') {
+          j += 2;
+        } else if (t[j] == c && (!triple || (j + 2 < n && t[j + 1] == c && t[j + 2] == c))) {
+          i = j + (triple ? 3 : 1);
+          break;
+        } else if (t[j] == '\n' && !triple) {
+          return true;
+        } else {
+          ++j;
+        }
+      }
+    } else if (c >= '0' && c <= '9') {
+      while (i < n && (word_char(t[i]) || t[i] == '.')) ++i;  // 0x1F, 1e5, 2j, 1_000, 1.5
+    } else if (word_char(c)) {
+      size_t start = i;
+      while (i < n && word_char(t[i])) ++i;
+      std::string_view w = t.substr(start, i - start);
+      if (i < n && (t[i] == '"' || t[i] == '\'')) {
+        if (!string_prefix(w)) return true;
+      } else if (w != "True" && w != "False" && w != "None") {
+        return true;
+      }
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      return true;
+    } else {
+      ++i;
+    }
+  }
+  return false;
 }
 
 uint32_t to_line(std::string_view s) {
@@ -161,6 +227,53 @@ std::string one_line(const Model& m, TSNode n) {
   return std::string(t);
 }
 
+// field() searches a node's children, a costly lookup when asked for every
+// name read; the usual shapes are read from the source text instead.
+
+// Whether `t` is a plain dotted name, `a.b.c`, without spaces or comments.
+bool plain_dotted(std::string_view t) {
+  if (t.empty() || !(std::isalpha(static_cast<unsigned char>(t[0])) || t[0] == '_') || t.back() == '.') return false;
+  char prev = 0;
+  for (char ch : t) {
+    if (ch == '.' ? prev == '.' : !(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+    prev = ch;
+  }
+  return true;
+}
+
+// The name of the attribute `attr` whose object is `object`.
+std::string_view attribute_name(const Model& m, TSNode attr, TSNode object) {
+  std::string_view t = m.text(attr);
+  size_t i = end_byte(object) - start_byte(attr);
+  auto skip_blanks = [&] {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+  };
+  skip_blanks();
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    skip_blanks();
+    std::string_view name = t.substr(i);
+    if (plain_dotted(name) && name.find('.') == std::string_view::npos) return name;
+  }
+  return m.text(field(attr, "attribute"));
+}
+
+// Model::qualify(n), for a name or a plain dotted name from its text.
+std::string qualify(const Model& m, TSNode n) {
+  Kind k = kind_of(n);
+  if (k == Kind::Identifier) return m.resolve_alias(m.text(n));
+  if (k == Kind::Attribute) {
+    std::string_view t = m.text(n);
+    if (plain_dotted(t)) {
+      size_t dot = t.find('.');
+      std::string out = m.resolve_alias(t.substr(0, dot));
+      out += t.substr(dot);
+      return out;
+    }
+  }
+  return m.qualify(n);
+}
+
 // ---------------------------------------------------------------------------
 // Where a value comes from: a generator constructor, an object of some class,
 // a module-level name or function (resolved through the index), or a
@@ -197,59 +310,95 @@ struct ValueRef {
 // questions by scanning, which is too slow when asked for every name read.
 class FileIndex {
  public:
+  // Everything the collectors ask about one name, found with one lookup.
+  struct Name {
+    const Binding* module = nullptr;  // the last module-level binding (not in a class body)
+    bool module_function = false;     // a module-level def
+    std::vector<int> binders;         // functions binding it other than by `global`, sorted
+    std::vector<int> globals;         // functions declaring it `global`, sorted
+  };
+
   explicit FileIndex(const Model& m) : m_(m) {
     const auto& fns = m.functions();
     root_.resize(fns.size());
-    locals_.resize(fns.size());
-    globals_.resize(fns.size());
+    has_globals_.resize(fns.size());
     by_root_bindings_.resize(fns.size());
     by_root_calls_.resize(fns.size());
+    names_.reserve(m.bindings().size() / 2 + fns.size());
     for (size_t i = 0; i < fns.size(); ++i) {
       int r = static_cast<int>(i);
       while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
       root_[i] = r;
-      if (fns[i].parent < 0 && fns[i].cls < 0) module_functions_.insert(fns[i].name);
+      if (fns[i].parent < 0 && fns[i].cls < 0) names_[fns[i].name].module_function = true;
     }
     for (const Class& c : m.classes()) {
       TSNode body = field(c.node, "body");
       class_bodies_.push_back({start_byte(body), end_byte(body)});
     }
     class_body_bindings_.resize(m.classes().size());
-    std::unordered_set<int> functions_with_classes;
-    for (const Class& c : m.classes()) functions_with_classes.insert(c.function);
+    std::vector<char> functions_with_classes(fns.size() + 1);  // by function + 1
+    for (const Class& c : m.classes()) functions_with_classes[static_cast<size_t>(c.function + 1)] = 1;
     for (const Binding& b : m.bindings()) {
-      int cls = functions_with_classes.count(b.function) ? class_body_of(b.start, b.function) : -1;
+      int cls = functions_with_classes[static_cast<size_t>(b.function + 1)] ? class_body_of(b.start, b.function) : -1;
       if (cls >= 0) class_body_bindings_[cls].push_back(&b);
       if (b.function >= 0) {
-        (b.kind == BindingKind::Global ? globals_ : locals_)[b.function].insert(b.name);
+        Name& name = names_[b.name];
+        std::vector<int>& list = b.kind == BindingKind::Global ? name.globals : name.binders;
+        if (list.empty() || list.back() != b.function) list.push_back(b.function);
+        if (b.kind == BindingKind::Global) has_globals_[b.function] = 1;
         by_root_bindings_[root_[b.function]].push_back(&b);
         continue;
       }
       if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
-      const Binding*& last = module_names_[b.name];
+      const Binding*& last = names_[b.name].module;
       if (!last || b.start > last->start) last = &b;
+    }
+    for (auto& [key, name] : names_) {
+      for (auto* list : {&name.binders, &name.globals}) {
+        if (std::is_sorted(list->begin(), list->end()) &&
+            std::adjacent_find(list->begin(), list->end()) == list->end())
+          continue;
+        std::sort(list->begin(), list->end());
+        list->erase(std::unique(list->begin(), list->end()), list->end());
+      }
     }
     for (const Call& c : m.calls())
       if (c.function >= 0) by_root_calls_[root_[c.function]].push_back(&c);
   }
 
-  // Module-level bindings (not in a class body): the last one of each name.
-  const NameMap<const Binding*>& module_names() const { return module_names_; }
+  // What the file binds under `name`, or null when it never binds it.
+  const Name* name(std::string_view name) const {
+    auto it = names_.find(name);
+    return it == names_.end() ? nullptr : &it->second;
+  }
+  // Module-level bindings (not in a class body): the last one of each name,
+  // in no particular order.
+  template <class F>
+  void for_each_module_binding(F&& f) const {
+    for (const auto& [key, name] : names_)
+      if (name.module) f(name.module);
+  }
   // Bindings directly in the body of class `cls` (class attributes).
   const std::vector<const Binding*>& class_body_bindings(int cls) const { return class_body_bindings_[cls]; }
   // The module-level binding of `name` (not one in a class body), if any.
   const Binding* module_binding(std::string_view name) const {
-    auto it = module_names_.find(name);
-    return it == module_names_.end() ? nullptr : it->second;
+    const Name* n = this->name(name);
+    return n ? n->module : nullptr;
   }
-  bool is_module_function(std::string_view name) const { return module_functions_.find(name) != module_functions_.end(); }
+  bool is_module_function(std::string_view name) const {
+    const Name* n = this->name(name);
+    return n && n->module_function;
+  }
   // Whether `function` itself binds `name` (a local, a parameter, an import),
   // other than through `global name`.
-  bool binds(int function, std::string_view name) const {
-    return function >= 0 && locals_[function].find(name) != locals_[function].end() && !declares_global(function, name);
+  static bool binds(const Name& name, int function) {
+    return function >= 0 && std::binary_search(name.binders.begin(), name.binders.end(), function) &&
+           !std::binary_search(name.globals.begin(), name.globals.end(), function);
   }
   bool declares_global(int function, std::string_view name) const {
-    return function >= 0 && globals_[function].find(name) != globals_[function].end();
+    if (function < 0 || !has_globals_[function]) return false;
+    const Name* n = this->name(name);
+    return n && std::binary_search(n->globals.begin(), n->globals.end(), function);
   }
   // Bindings and calls of a method or module-level function and the
   // functions nested in it.
@@ -277,12 +426,11 @@ class FileIndex {
  private:
   const Model& m_;
   std::vector<int> root_;
-  std::vector<NameSet> locals_;
-  std::vector<NameSet> globals_;
+  std::vector<char> has_globals_;  // by function: whether it declares any name `global`
   std::vector<std::vector<const Binding*>> by_root_bindings_;
   std::vector<std::vector<const Call*>> by_root_calls_;
-  NameSet module_functions_;
-  NameMap<const Binding*> module_names_;
+  // Keys view the names held by the model's bindings and functions.
+  std::unordered_map<std::string_view, Name> names_;
   std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
   std::vector<std::vector<const Binding*>> class_body_bindings_;
 };
@@ -300,12 +448,18 @@ class ValueCollector {
       case Kind::Identifier: return identifier(expr, path, out, depth);
       case Kind::Attribute: {
         // module.NAME, where `module` is an imported module.
-        std::string q = m_.qualify(expr);
-        TSNode head = expr;
-        while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
-        if (kind_of(head) != Kind::Identifier) return;
-        const Binding* b = file_.module_binding(m_.text(head));
-        if (b && b->kind == BindingKind::Import && !q.empty()) out.push_back({'R', {q}});
+        std::string_view head_name = m_.text(expr);
+        if (plain_dotted(head_name)) {
+          head_name = head_name.substr(0, head_name.find('.'));
+        } else {
+          TSNode head = expr;
+          while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
+          if (kind_of(head) != Kind::Identifier) return;
+          head_name = m_.text(head);
+        }
+        const Binding* b = file_.module_binding(head_name);
+        if (!b || b->kind != BindingKind::Import) return;
+        if (std::string q = qualify(m_, expr); !q.empty()) out.push_back({'R', {std::move(q)}});
         return;
       }
       case Kind::ConditionalExpression:
@@ -316,6 +470,9 @@ class ValueCollector {
       case Kind::Tuple:
       case Kind::Set:
       case Kind::Dictionary:
+        // A table of constants: scanning its text is cheaper than visiting its nodes.
+        if (end_byte(expr) - start_byte(expr) > 64 && !ts_node_has_error(expr) && !may_hold_name(m_.text(expr)))
+          return;
         for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
       default:
@@ -335,7 +492,7 @@ class ValueCollector {
       if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
         return call(inner, std::move(path), out, depth);
     }
-    std::string callee = m_.qualify(func);
+    std::string callee = qualify(m_, func);
     if (std::string_view kind = generator_kind(callee); !kind.empty()) {
       // The assignment holding it reads best: `self.rng = np.random.default_rng(0)`.
       TSNode shown = expr;
@@ -356,79 +513,91 @@ class ValueCollector {
       return;
     }
     TSNode args = field(expr, "arguments");
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
     if (!callee.empty() && capitalized(callee)) {
       out.push_back({'C', {callee, path, argument_keys(args)}});
       // Compose([A(), B()]) keeps its transforms in `.transforms`.
       bool compose = last_component(callee) == "Compose";
-      for (uint32_t i = 0; i < n; ++i) {
-        TSNode a = ts_node_named_child(args, i);
+      uint32_t i = 0;
+      for_each_named_child(args, [&](TSNode a) {
+        bool first = i++ == 0;
         if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
         a = unparenthesize(a);
-        if (compose && i == 0 && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
-          for (uint32_t j = 0; j < ts_node_named_child_count(a); ++j)
-            collect(ts_node_named_child(a, j), fmt::format("{}.transforms[{}]", path, j), out, depth + 1);
-          continue;
+        if (compose && first && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
+          uint32_t j = 0;
+          for_each_named_child(
+              a, [&](TSNode t) { collect(t, fmt::format("{}.transforms[{}]", path, j++), out, depth + 1); });
+          return;
         }
         collect(a, "?", out, depth + 1);
-      }
+      });
       return;
     }
     // A factory function: what it builds is not known here, but objects made
     // in its arguments are held by whatever it returns.
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
+    for_each_named_child(args, [&](TSNode a) {
       if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
       collect(a, "?", out, depth + 1);
-    }
+    });
   }
 
   // The arguments a call gives, as "#0,#1,name", or "*" when a splat hides them.
   std::string argument_keys(TSNode args) const {
     std::string keys;
     uint32_t position = 0;
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
+    bool splat = false;
+    for_each_named_child(args, [&](TSNode a) {
       Kind k = kind_of(a);
-      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return "*";
-      if (k == Kind::Comment) continue;
+      if (splat || k == Kind::Comment) return;
+      if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+        splat = true;
+        return;
+      }
       if (!keys.empty()) keys += ',';
-      keys += k == Kind::KeywordArgument ? std::string(m_.text(field(a, "name"))) : "#" + std::to_string(position++);
-    }
-    return keys;
+      if (k == Kind::KeywordArgument) {
+        keys += m_.text(field(a, "name"));
+      } else {
+        keys += '#';
+        keys += std::to_string(position++);
+      }
+    });
+    return splat ? "*" : keys;
   }
 
   void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
-    std::string name(m_.text(expr));
+    std::string_view name = m_.text(expr);
     if (init_) {
       const auto& params = init_->params;
       auto it = std::find(params.begin(), params.end(), name);
       if (it != params.end() && it != params.begin()) {
-        out.push_back({'P', {name, std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
+        out.push_back({'P', {std::string(name), std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
         return;
       }
     }
-    int fn = m_.function_at(start_byte(expr));
-    const Binding* b = m_.reaching(name, start_byte(expr), fn);
-    if (b && b->function >= 0) {
-      if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
-          !is_null(b->value))
-        collect(b->value, path, out, depth + 1);
-      return;
+    // At module level reaching() can only give a module-level binding: the
+    // lookup below answers that.
+    if (int fn = m_.function_at(start_byte(expr)); fn >= 0) {
+      const Binding* b = m_.reaching(name, start_byte(expr), fn);
+      if (b && b->function >= 0) {
+        if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
+            !is_null(b->value))
+          collect(b->value, path, out, depth + 1);
+        return;
+      }
     }
     // Module level: an assignment, a function or an import, resolved through
     // the index (the name may be defined in this file or imported).
-    if (const Binding* g = file_.module_binding(name)) {
+    const FileIndex::Name* n = file_.name(name);
+    if (!n) return;
+    if (const Binding* g = n->module) {
       if (g->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
-        if (q.find('.') != std::string::npos) out.push_back({'R', {q}});
+        if (q.find('.') != std::string::npos) out.push_back({'R', {std::move(q)}});
         return;
       }
-      out.push_back({'R', {name}});
+      out.push_back({'R', {std::string(name)}});
       return;
     }
-    if (file_.is_module_function(name)) out.push_back({'R', {name}});
+    if (n->module_function) out.push_back({'R', {std::string(name)}});
   }
 
   const Model& m_;
@@ -465,8 +634,23 @@ class FunctionReads {
   }
 
  private:
-  void add(std::string v) {
-    if (seen_.insert(v).second) out_.push_back(std::move(v));
+  // Records the value encoded in buf_, once. Most functions record a few
+  // values: a scan of them is cheaper than hashing.
+  void add() {
+    constexpr size_t kScan = 16;
+    if (out_.size() < kScan) {
+      if (std::find(out_.begin(), out_.end(), buf_) != out_.end()) return;
+      out_.push_back(buf_);
+      if (out_.size() == kScan) seen_.insert(out_.begin(), out_.end());
+      return;
+    }
+    if (seen_.find(std::string_view(buf_)) != seen_.end()) return;
+    seen_.insert(buf_);
+    out_.push_back(buf_);
+  }
+  void add(std::initializer_list<std::string_view> fields) {
+    encode_into(buf_, fields);
+    add();
   }
 
   // self.<attr> = ... (or self.<attr>.x.y = ...) anywhere in the function.
@@ -476,10 +660,9 @@ class FunctionReads {
       if (b.kind == BindingKind::SubscriptStore || b.kind == BindingKind::Parameter) continue;
       TSNode target = unparenthesize(b.target);
       if (kind_of(target) == Kind::Attribute) targets_.insert(start_byte(target));
-      std::string attr = self_attribute(b.name);
-      if (!attr.empty()) add(encode({"reseed", attr}));
-      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name))
-        add(encode({"reseedglobal", b.name}));
+      std::string_view attr = self_attribute(b.name);
+      if (!attr.empty()) add({"reseed", attr});
+      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name)) add({"reseedglobal", b.name});
     }
   }
 
@@ -488,30 +671,35 @@ class FunctionReads {
       const Call& c = *cp;
       if (!c.method.empty() && !is_null(c.receiver)) {
         TSNode recv = unparenthesize(c.receiver);
-        if (!self_.empty() && kind_of(recv) == Kind::Identifier && m_.text(recv) == self_) {
-          add(encode({"callself", c.method}));
-        } else if (kind_of(recv) == Kind::Call && m_.qualify(field(recv, "function")) == "super") {
-          add(encode({"super", c.method}));
+        Kind rk = kind_of(recv);
+        if (!self_.empty() && rk == Kind::Identifier && m_.text(recv) == self_) {
+          add({"callself", c.method});
+        } else if (rk == Kind::Call && m_.qualify(field(recv, "function")) == "super") {
+          add({"super", c.method});
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
-          std::string attr = self_attribute(m_.qualify(recv));
-          if (!attr.empty() && m_.qualify(recv) == self_ + "." + attr) add(encode({"reseed", attr}));
-          if (kind_of(recv) == Kind::Identifier && !bound_locally(m_.text(recv), c.function) &&
-              file_.module_binding(m_.text(recv)))
-            add(encode({"reseedglobal", std::string(m_.text(recv))}));
+          std::string q = m_.qualify(recv);
+          std::string_view attr = self_attribute(q);
+          // self.<attr> itself, not self.<attr>.more
+          if (!attr.empty() && q.size() == self_.size() + 1 + attr.size()) add({"reseed", attr});
+          if (rk == Kind::Identifier) {
+            std::string_view name = m_.text(recv);
+            const FileIndex::Name* n = file_.name(name);
+            if (n && n->module && !bound_locally(*n, c.function)) add({"reseedglobal", name});
+          }
         }
       }
       if (starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
           one_of(last_component(c.callee), kNumpyGlobalDraws))
-        add(encode({"numpy", std::to_string(m_.position(c.node).line), std::string(m_.text(c.func))}));
+        add({"numpy", std::to_string(m_.position(c.node).line), m_.text(c.func)});
     }
   }
 
   // The attribute X of `self.X` or `self.X.more`; "" for anything else.
-  std::string self_attribute(std::string_view name) const {
+  std::string_view self_attribute(std::string_view name) const {
     if (self_.empty() || !starts_with(name, self_) || name.size() <= self_.size() + 1 || name[self_.size()] != '.')
       return {};
     std::string_view rest = name.substr(self_.size() + 1);
-    return std::string(rest.substr(0, rest.find('.')));
+    return rest.substr(0, rest.find('.'));
   }
 
   // Every name in the body, in source order, from the model's references:
@@ -524,9 +712,10 @@ class FunctionReads {
                                [](const Reference& r, uint32_t at) { return start_byte(r.node) < at; });
     for (; it != refs.end() && start_byte(it->node) < end; ++it) {
       const Reference& r = *it;
-      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute && ts_node_eq(field(r.parent, "object"), r.node) &&
+      // An identifier under an attribute, starting where it starts, is its object.
+      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute && start_byte(r.parent) == start_byte(r.node) &&
           m_.text(r.node) == self_) {
-        self_read(r.parent, r.grandparent, r.great_grandparent);
+        self_read(r.node, r.parent, r.grandparent, r.great_grandparent);
         continue;
       }
       identifier(r.node, r.parent, r.function);
@@ -536,46 +725,53 @@ class FunctionReads {
   // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.
   // The object of an attribute or subscript, and the function of a call,
   // start where their parent starts.
-  void self_read(TSNode n, TSNode parent, TSNode grandparent) {
+  void self_read(TSNode self, TSNode n, TSNode parent, TSNode grandparent) {
     // Part of a target (`self.rng.bit_generator.state = ...`): a write,
     // recorded by writes().
     if (targets_.count(start_byte(n))) return;
-    std::string attr(m_.text(field(n, "attribute")));
-    std::string method;
+    std::string_view attr = attribute_name(m_, n, self);
+    std::string_view method;
     bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
     if (leads && kind_of(parent) == Kind::Attribute && kind_of(grandparent) == Kind::Call &&
         start_byte(grandparent) == start_byte(parent))
-      method = std::string(m_.text(field(parent, "attribute")));
+      method = attribute_name(m_, parent, n);
     else if (leads && kind_of(parent) == Kind::Subscript)
       method = "__getitem__";
-    if (one_of(std::string_view(method), kReseedMethods)) return;  // recorded by calls()
-    add(encode({"self", attr, method}));
+    if (one_of(method, kReseedMethods)) return;  // recorded by calls()
+    add({"self", attr, method});
   }
 
   void identifier(TSNode n, TSNode parent, int function) {
     // References hold neither an attribute's name nor a keyword argument's.
-    Kind pk = kind_of(parent);
     std::string_view name = m_.text(n);
-    if (name == self_ || bound_locally(name, function)) return;
-    if (const Binding* b = file_.module_binding(name)) {
+    if (name == self_) return;
+    // Bound nowhere in this file (a builtin, a name from a star import): nothing to record.
+    const FileIndex::Name* info = file_.name(name);
+    if (!info || bound_locally(*info, function)) return;
+    if (const Binding* b = info->module) {
       if (b->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
         // `import augment` then `augment.jitter(...)`: the dotted name.
-        if (q.find('.') == std::string::npos && pk == Kind::Attribute) q = m_.qualify(parent);
-        if (q.find('.') != std::string::npos) add(encode({"ref", q}));
+        // (The name is the attribute's object: qualify(parent) is q.NAME.)
+        if (q.find('.') == std::string::npos && kind_of(parent) == Kind::Attribute) {
+          q += '.';
+          q += attribute_name(m_, parent, n);
+        }
+        if (q.find('.') != std::string::npos) add({"ref", q});
         return;
       }
-      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add(encode({"ref", name}));
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add({"ref", name});
       return;
     }
-    if (file_.is_module_function(name)) add(encode({"ref", name}));
+    if (info->module_function) add({"ref", name});
   }
 
   // Bound in the function holding the use or in one enclosing it, up to
   // this method or function.
-  bool bound_locally(std::string_view name, int function) const {
+  bool bound_locally(const FileIndex::Name& name, int function) const {
+    if (name.binders.empty()) return false;
     for (int fn = function; fn >= 0; fn = m_.functions()[fn].parent) {
-      if (file_.binds(fn, name)) return true;
+      if (FileIndex::binds(name, fn)) return true;
       if (fn == index_) break;
     }
     return false;
@@ -587,7 +783,8 @@ class FunctionReads {
   const Function& f_;
   std::string self_;
   std::vector<std::string> out_;
-  std::set<std::string> seen_;
+  NameSet seen_;     // the values in out_, once it holds more than a few
+  std::string buf_;  // the value being recorded
   std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
 };
 
@@ -991,15 +1188,20 @@ class MissingWorkerInitFn final : public Check {
  private:
   static void collect_globals(CheckContext& ctx, const Model& m, const FileIndex& file) {
     ValueCollector values(m, file, nullptr);
-    std::map<std::string, const Binding*> sorted(file.module_names().begin(), file.module_names().end());
-    for (const auto& [name, b] : sorted) {
-      if (b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) continue;
-      std::vector<ValueRef> refs;
+    // In name order, as facts have always been recorded.
+    std::vector<const Binding*> sorted;
+    file.for_each_module_binding([&](const Binding* b) {
+      if (b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) sorted.push_back(b);
+    });
+    std::sort(sorted.begin(), sorted.end(), [](const Binding* a, const Binding* b) { return a->name < b->name; });
+    std::vector<ValueRef> refs;
+    for (const Binding* b : sorted) {
+      refs.clear();
       values.collect(b->value, "", refs);
       std::vector<std::string> encoded;
       for (const auto& r : refs)
         if (r.kind != 'P') encoded.push_back(r.encoded());
-      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), name, b->statement, std::move(encoded));
+      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), b->name, b->statement, std::move(encoded));
     }
   }
 
