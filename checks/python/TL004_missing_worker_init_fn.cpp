@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <string>
@@ -308,28 +309,29 @@ struct ValueRef {
 
 // Per-file lookups the collectors share, built once: the model answers these
 // questions by scanning, which is too slow when asked for every name read.
+// Built for every file, so kept to a few flat arrays.
 class FileIndex {
  public:
   // Everything the collectors ask about one name, found with one lookup.
   struct Name {
     const Binding* module = nullptr;  // the last module-level binding (not in a class body)
     bool module_function = false;     // a module-level def
-    std::vector<int> binders;         // functions binding it other than by `global`, sorted
-    std::vector<int> globals;         // functions declaring it `global`, sorted
+    // The functions binding it other than by `global`, and those declaring
+    // it `global`: ranges of binders_ and globals_, sorted.
+    uint32_t binders_begin = 0, binders_end = 0;
+    uint32_t globals_begin = 0, globals_end = 0;
   };
 
   explicit FileIndex(const Model& m) : m_(m) {
     const auto& fns = m.functions();
-    root_.resize(fns.size());
+    std::vector<int> root(fns.size());
     has_globals_.resize(fns.size());
-    by_root_bindings_.resize(fns.size());
-    by_root_calls_.resize(fns.size());
-    names_.reserve(m.bindings().size() / 2 + fns.size());
+    ids_.reserve(fns.size() + m.bindings().size() / 4);
     for (size_t i = 0; i < fns.size(); ++i) {
       int r = static_cast<int>(i);
       while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
-      root_[i] = r;
-      if (fns[i].parent < 0 && fns[i].cls < 0) names_[fns[i].name].module_function = true;
+      root[i] = r;
+      if (fns[i].parent < 0 && fns[i].cls < 0) names_[intern(fns[i].name)].module_function = true;
     }
     for (const Class& c : m.classes()) {
       TSNode body = field(c.node, "body");
@@ -338,44 +340,49 @@ class FileIndex {
     class_body_bindings_.resize(m.classes().size());
     std::vector<char> functions_with_classes(fns.size() + 1);  // by function + 1
     for (const Class& c : m.classes()) functions_with_classes[static_cast<size_t>(c.function + 1)] = 1;
+    std::vector<std::pair<uint32_t, int>> binders, globals;  // name id, function
+    root_bindings_start_.assign(fns.size() + 1, 0);
     for (const Binding& b : m.bindings()) {
       int cls = functions_with_classes[static_cast<size_t>(b.function + 1)] ? class_body_of(b.start, b.function) : -1;
       if (cls >= 0) class_body_bindings_[cls].push_back(&b);
       if (b.function >= 0) {
-        Name& name = names_[b.name];
-        std::vector<int>& list = b.kind == BindingKind::Global ? name.globals : name.binders;
-        if (list.empty() || list.back() != b.function) list.push_back(b.function);
+        (b.kind == BindingKind::Global ? globals : binders).push_back({intern(b.name), b.function});
         if (b.kind == BindingKind::Global) has_globals_[b.function] = 1;
-        by_root_bindings_[root_[b.function]].push_back(&b);
+        ++root_bindings_start_[static_cast<size_t>(root[b.function]) + 1];
         continue;
       }
       if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
-      const Binding*& last = names_[b.name].module;
+      const Binding*& last = names_[intern(b.name)].module;
       if (!last || b.start > last->start) last = &b;
     }
-    for (auto& [key, name] : names_) {
-      for (auto* list : {&name.binders, &name.globals}) {
-        if (std::is_sorted(list->begin(), list->end()) &&
-            std::adjacent_find(list->begin(), list->end()) == list->end())
-          continue;
-        std::sort(list->begin(), list->end());
-        list->erase(std::unique(list->begin(), list->end()), list->end());
-      }
-    }
+    ranges(binders, binders_, &Name::binders_begin, &Name::binders_end);
+    ranges(globals, globals_, &Name::globals_begin, &Name::globals_end);
+    // Each root's bindings and calls, in the model's order, by counting.
+    for (size_t i = 0; i < fns.size(); ++i) root_bindings_start_[i + 1] += root_bindings_start_[i];
+    root_bindings_.resize(root_bindings_start_.back());
+    std::vector<uint32_t> next(root_bindings_start_.begin(), root_bindings_start_.end() - 1);
+    for (const Binding& b : m.bindings())
+      if (b.function >= 0) root_bindings_[next[static_cast<size_t>(root[b.function])]++] = &b;
+    root_calls_start_.assign(fns.size() + 1, 0);
     for (const Call& c : m.calls())
-      if (c.function >= 0) by_root_calls_[root_[c.function]].push_back(&c);
+      if (c.function >= 0) ++root_calls_start_[static_cast<size_t>(root[c.function]) + 1];
+    for (size_t i = 0; i < fns.size(); ++i) root_calls_start_[i + 1] += root_calls_start_[i];
+    root_calls_.resize(root_calls_start_.back());
+    next.assign(root_calls_start_.begin(), root_calls_start_.end() - 1);
+    for (const Call& c : m.calls())
+      if (c.function >= 0) root_calls_[next[static_cast<size_t>(root[c.function])]++] = &c;
   }
 
   // What the file binds under `name`, or null when it never binds it.
   const Name* name(std::string_view name) const {
-    auto it = names_.find(name);
-    return it == names_.end() ? nullptr : &it->second;
+    auto it = ids_.find(name);
+    return it == ids_.end() ? nullptr : &names_[it->second];
   }
   // Module-level bindings (not in a class body): the last one of each name,
   // in no particular order.
   template <class F>
   void for_each_module_binding(F&& f) const {
-    for (const auto& [key, name] : names_)
+    for (const Name& name : names_)
       if (name.module) f(name.module);
   }
   // Bindings directly in the body of class `cls` (class attributes).
@@ -391,19 +398,26 @@ class FileIndex {
   }
   // Whether `function` itself binds `name` (a local, a parameter, an import),
   // other than through `global name`.
-  static bool binds(const Name& name, int function) {
-    return function >= 0 && std::binary_search(name.binders.begin(), name.binders.end(), function) &&
-           !std::binary_search(name.globals.begin(), name.globals.end(), function);
+  bool binds(const Name& name, int function) const {
+    return function >= 0 && has(binders_, name.binders_begin, name.binders_end, function) &&
+           !has(globals_, name.globals_begin, name.globals_end, function);
   }
+  bool binds_anywhere(const Name& name) const { return name.binders_begin != name.binders_end; }
   bool declares_global(int function, std::string_view name) const {
     if (function < 0 || !has_globals_[function]) return false;
     const Name* n = this->name(name);
-    return n && std::binary_search(n->globals.begin(), n->globals.end(), function);
+    return n && has(globals_, n->globals_begin, n->globals_end, function);
   }
   // Bindings and calls of a method or module-level function and the
   // functions nested in it.
-  const std::vector<const Binding*>& bindings_of_root(int function) const { return by_root_bindings_[function]; }
-  const std::vector<const Call*>& calls_of_root(int function) const { return by_root_calls_[function]; }
+  std::span<const Binding* const> bindings_of_root(int function) const {
+    return std::span<const Binding* const>(root_bindings_).subspan(
+        root_bindings_start_[function], root_bindings_start_[function + 1] - root_bindings_start_[function]);
+  }
+  std::span<const Call* const> calls_of_root(int function) const {
+    return std::span<const Call* const>(root_calls_).subspan(
+        root_calls_start_[function], root_calls_start_[function + 1] - root_calls_start_[function]);
+  }
 
   // The innermost class whose body (not a method) directly holds `byte`.
   int class_body_of(uint32_t byte, int function) const {
@@ -424,13 +438,38 @@ class FileIndex {
   }
 
  private:
+  uint32_t intern(std::string_view name) {
+    auto [it, fresh] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+    if (fresh) names_.emplace_back();
+    return it->second;
+  }
+  // Sorts (name, function) pairs into `out` and gives each name its range.
+  void ranges(std::vector<std::pair<uint32_t, int>>& pairs, std::vector<int>& out, uint32_t Name::*begin,
+              uint32_t Name::*end) {
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    out.reserve(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      Name& name = names_[pairs[i].first];
+      if (i == 0 || pairs[i - 1].first != pairs[i].first) name.*begin = static_cast<uint32_t>(i);
+      name.*end = static_cast<uint32_t>(i + 1);
+      out.push_back(pairs[i].second);
+    }
+  }
+  static bool has(const std::vector<int>& list, uint32_t begin, uint32_t end, int function) {
+    return std::binary_search(list.begin() + begin, list.begin() + end, function);
+  }
+
   const Model& m_;
-  std::vector<int> root_;
   std::vector<char> has_globals_;  // by function: whether it declares any name `global`
-  std::vector<std::vector<const Binding*>> by_root_bindings_;
-  std::vector<std::vector<const Call*>> by_root_calls_;
   // Keys view the names held by the model's bindings and functions.
-  std::unordered_map<std::string_view, Name> names_;
+  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::vector<Name> names_;  // by id
+  std::vector<int> binders_, globals_;
+  std::vector<const Binding*> root_bindings_;  // grouped by root function
+  std::vector<uint32_t> root_bindings_start_;  // by root function, and one past the last
+  std::vector<const Call*> root_calls_;
+  std::vector<uint32_t> root_calls_start_;
   std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
   std::vector<std::vector<const Binding*>> class_body_bindings_;
 };
@@ -713,7 +752,7 @@ class FunctionReads {
     for (; it != refs.end() && start_byte(it->node) < end; ++it) {
       const Reference& r = *it;
       // An identifier under an attribute, starting where it starts, is its object.
-      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute && start_byte(r.parent) == start_byte(r.node) &&
+      if (!self_.empty() && start_byte(r.parent) == start_byte(r.node) && kind_of(r.parent) == Kind::Attribute &&
           m_.text(r.node) == self_) {
         self_read(r.node, r.parent, r.grandparent, r.great_grandparent);
         continue;
@@ -769,9 +808,9 @@ class FunctionReads {
   // Bound in the function holding the use or in one enclosing it, up to
   // this method or function.
   bool bound_locally(const FileIndex::Name& name, int function) const {
-    if (name.binders.empty()) return false;
+    if (!file_.binds_anywhere(name)) return false;
     for (int fn = function; fn >= 0; fn = m_.functions()[fn].parent) {
-      if (FileIndex::binds(name, fn)) return true;
+      if (file_.binds(name, fn)) return true;
       if (fn == index_) break;
     }
     return false;
