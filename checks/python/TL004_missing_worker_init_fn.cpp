@@ -314,10 +314,12 @@ class FileIndex {
  public:
   // Everything the collectors ask about one name, found with one lookup.
   struct Name {
+    std::string_view text;
     const Binding* module = nullptr;  // the last module-level binding (not in a class body)
     bool module_function = false;     // a module-level def
-    // The functions binding it other than by `global`, and those declaring
-    // it `global`: ranges of binders_ and globals_, sorted.
+    // The functions binding it other than by `global` (only for a name the
+    // module binds), and those declaring it `global`: ranges of binders_ and
+    // globals_, sorted.
     uint32_t binders_begin = 0, binders_end = 0;
     uint32_t globals_begin = 0, globals_end = 0;
   };
@@ -346,14 +348,27 @@ class FileIndex {
       int cls = functions_with_classes[static_cast<size_t>(b.function + 1)] ? class_body_of(b.start, b.function) : -1;
       if (cls >= 0) class_body_bindings_[cls].push_back(&b);
       if (b.function >= 0) {
-        (b.kind == BindingKind::Global ? globals : binders).push_back({intern(b.name), b.function});
-        if (b.kind == BindingKind::Global) has_globals_[b.function] = 1;
+        if (b.kind == BindingKind::Global) {
+          globals.push_back({intern(b.name), b.function});
+          has_globals_[b.function] = 1;
+        }
         ++root_bindings_start_[static_cast<size_t>(root[b.function]) + 1];
         continue;
       }
       if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
       const Binding*& last = names_[intern(b.name)].module;
       if (!last || b.start > last->start) last = &b;
+    }
+    for (const Name& name : names_)
+      if (name.module || name.module_function) module_names_.add(name.text);
+    // Which functions bind a name matters only for the names the module
+    // binds: a local shadowing one of them. The others are not looked up.
+    for (const Binding& b : m.bindings()) {
+      if (b.function < 0 || b.kind == BindingKind::Global || !module_names_.may_hold(b.name)) continue;
+      auto it = ids_.find(std::string_view(b.name));
+      if (it == ids_.end()) continue;
+      const Name& name = names_[it->second];
+      if (name.module || name.module_function) binders.push_back({it->second, b.function});
     }
     ranges(binders, binders_, &Name::binders_begin, &Name::binders_end);
     ranges(globals, globals_, &Name::globals_begin, &Name::globals_end);
@@ -373,7 +388,11 @@ class FileIndex {
       if (c.function >= 0) root_calls_[next[static_cast<size_t>(root[c.function])]++] = &c;
   }
 
+  // Whether `name` may be one the module binds (a module-level binding or
+  // def): false for most locals and builtins, without hashing the name.
+  bool may_be_module_name(std::string_view name) const { return module_names_.may_hold(name); }
   // What the file binds under `name`, or null when it never binds it.
+  // (Which functions bind it is known only for the names the module binds.)
   const Name* name(std::string_view name) const {
     auto it = ids_.find(name);
     return it == ids_.end() ? nullptr : &names_[it->second];
@@ -440,7 +459,7 @@ class FileIndex {
  private:
   uint32_t intern(std::string_view name) {
     auto [it, fresh] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
-    if (fresh) names_.emplace_back();
+    if (fresh) names_.emplace_back().text = name;
     return it->second;
   }
   // Sorts (name, function) pairs into `out` and gives each name its range.
@@ -460,7 +479,23 @@ class FileIndex {
     return std::binary_search(list.begin() + begin, list.begin() + end, function);
   }
 
+  // A filter on names: a bit for each (length, first, last character) seen.
+  class NameFilter {
+   public:
+    void add(std::string_view name) { bits_[bit(name) / 64] |= uint64_t{1} << (bit(name) % 64); }
+    bool may_hold(std::string_view name) const { return bits_[bit(name) / 64] >> (bit(name) % 64) & 1; }
+
+   private:
+    static size_t bit(std::string_view name) {
+      if (name.empty()) return 0;
+      return (name.size() * 131 + static_cast<unsigned char>(name.front()) * 31 +
+              static_cast<unsigned char>(name.back())) % 1024;
+    }
+    std::array<uint64_t, 16> bits_{};
+  };
+
   const Model& m_;
+  NameFilter module_names_;  // the names with a module-level binding or def
   std::vector<char> has_globals_;  // by function: whether it declares any name `global`
   // Keys view the names held by the model's bindings and functions.
   std::unordered_map<std::string_view, uint32_t> ids_;
@@ -509,13 +544,11 @@ class ValueCollector {
       case Kind::Tuple:
       case Kind::Set:
       case Kind::Dictionary:
-        // A table of constants: scanning its text is cheaper than visiting its nodes.
-        if (end_byte(expr) - start_byte(expr) > 64 && !ts_node_has_error(expr) && !may_hold_name(m_.text(expr)))
-          return;
+        if (!may_hold_name(expr)) return;
         for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
       default:
-        if (kind_of(expr) == Kind::Other)  // a dictionary pair, a splat: look inside
+        if (kind_of(expr) == Kind::Other && may_hold_name(expr))  // a dictionary pair, a splat: look inside
           for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
     }
@@ -553,13 +586,31 @@ class ValueCollector {
     }
     TSNode args = field(expr, "arguments");
     if (!callee.empty() && capitalized(callee)) {
-      out.push_back({'C', {callee, path, argument_keys(args)}});
+      // The object first, then what its arguments hold, in one pass over them.
+      size_t object = out.size();
+      out.push_back({'C', {callee, path, ""}});
+      // The arguments given, as "#0,#1,name", or "*" when a splat hides them.
+      std::string keys;
+      uint32_t position = 0;
+      bool splat = false;
       // Compose([A(), B()]) keeps its transforms in `.transforms`.
       bool compose = last_component(callee) == "Compose";
       uint32_t i = 0;
       for_each_named_child(args, [&](TSNode a) {
         bool first = i++ == 0;
-        if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+        Kind k = kind_of(a);
+        if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+          splat = true;
+        } else if (k != Kind::Comment && !splat) {
+          if (!keys.empty()) keys += ',';
+          if (k == Kind::KeywordArgument) {
+            keys += m_.text(field(a, "name"));
+          } else {
+            keys += '#';
+            keys += std::to_string(position++);
+          }
+        }
+        if (k == Kind::KeywordArgument) a = field(a, "value");
         a = unparenthesize(a);
         if (compose && first && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
           uint32_t j = 0;
@@ -569,37 +620,22 @@ class ValueCollector {
         }
         collect(a, "?", out, depth + 1);
       });
+      out[object].f[2] = splat ? "*" : std::move(keys);
       return;
     }
     // A factory function: what it builds is not known here, but objects made
     // in its arguments are held by whatever it returns.
+    if (!may_hold_name(args)) return;
     for_each_named_child(args, [&](TSNode a) {
       if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
       collect(a, "?", out, depth + 1);
     });
   }
 
-  // The arguments a call gives, as "#0,#1,name", or "*" when a splat hides them.
-  std::string argument_keys(TSNode args) const {
-    std::string keys;
-    uint32_t position = 0;
-    bool splat = false;
-    for_each_named_child(args, [&](TSNode a) {
-      Kind k = kind_of(a);
-      if (splat || k == Kind::Comment) return;
-      if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
-        splat = true;
-        return;
-      }
-      if (!keys.empty()) keys += ',';
-      if (k == Kind::KeywordArgument) {
-        keys += m_.text(field(a, "name"));
-      } else {
-        keys += '#';
-        keys += std::to_string(position++);
-      }
-    });
-    return splat ? "*" : keys;
+  // The values recorded all start from a name: a table of constants holds
+  // none, and scanning its text is cheaper than visiting its nodes.
+  bool may_hold_name(TSNode n) const {
+    return is_null(n) || ts_node_has_error(n) || torchleak::python::may_hold_name(m_.text(n));
   }
 
   void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
@@ -783,26 +819,38 @@ class FunctionReads {
   void identifier(TSNode n, TSNode parent, int function) {
     // References hold neither an attribute's name nor a keyword argument's.
     std::string_view name = m_.text(n);
-    if (name == self_) return;
-    // Bound nowhere in this file (a builtin, a name from a star import): nothing to record.
+    // Not bound at module level (a local, a builtin, a name from a star
+    // import): nothing to record.
+    if (name == self_ || !file_.may_be_module_name(name)) return;
     const FileIndex::Name* info = file_.name(name);
-    if (!info || bound_locally(*info, function)) return;
+    if (!info || (!info->module && !info->module_function)) return;
+    // A name read again whose value was recorded already: the same value.
+    if (std::find(recorded_.begin(), recorded_.end(), info) != recorded_.end()) return;
+    if (bound_locally(*info, function)) return;
+    bool same_everywhere = true;  // whether any other read of the name records the same
+    auto record = [&](std::initializer_list<std::string_view> fields) {
+      add(fields);
+      if (same_everywhere && recorded_.size() < 64) recorded_.push_back(info);
+    };
     if (const Binding* b = info->module) {
       if (b->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
         // `import augment` then `augment.jitter(...)`: the dotted name.
         // (The name is the attribute's object: qualify(parent) is q.NAME.)
-        if (q.find('.') == std::string::npos && kind_of(parent) == Kind::Attribute) {
-          q += '.';
-          q += attribute_name(m_, parent, n);
+        if (q.find('.') == std::string::npos) {
+          same_everywhere = false;
+          if (kind_of(parent) == Kind::Attribute) {
+            q += '.';
+            q += attribute_name(m_, parent, n);
+          }
         }
-        if (q.find('.') != std::string::npos) add({"ref", q});
+        if (q.find('.') != std::string::npos) record({"ref", q});
         return;
       }
-      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add({"ref", name});
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) record({"ref", name});
       return;
     }
-    if (info->module_function) add({"ref", name});
+    if (info->module_function) record({"ref", name});
   }
 
   // Bound in the function holding the use or in one enclosing it, up to
@@ -824,6 +872,9 @@ class FunctionReads {
   std::vector<std::string> out_;
   NameSet seen_;     // the values in out_, once it holds more than a few
   std::string buf_;  // the value being recorded
+  // Module-level names whose read recorded a value that every read of the
+  // name records (when not shadowed by a local).
+  std::vector<const FileIndex::Name*> recorded_;
   std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
 };
 
