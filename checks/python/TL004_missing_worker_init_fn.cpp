@@ -132,6 +132,11 @@ std::string encode(std::initializer_list<std::string_view> fields) {
   return out;
 }
 
+// ASCII letters, digits and `_`, without the locale lookups of std::isalnum.
+constexpr bool word_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
 // Whether the source text of an expression may hold a name: an identifier
 // outside string literals and comments, other than True, False and None.
 // The values ValueCollector records all start from a name, so a table of
@@ -140,7 +145,6 @@ std::string encode(std::initializer_list<std::string_view> fields) {
 // expressions, a keyword, a non-ASCII byte, an unterminated string) counts
 // as a name; the caller also skips it on a tree with parse errors.
 bool may_hold_name(std::string_view t) {
-  auto word_char = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
   auto string_prefix = [](std::string_view w) {  // not f or t: those strings may hold expressions
     if (w.empty() || w.size() > 2) return false;
     std::string lower;
@@ -233,10 +237,10 @@ std::string one_line(const Model& m, TSNode n) {
 
 // Whether `t` is a plain dotted name, `a.b.c`, without spaces or comments.
 bool plain_dotted(std::string_view t) {
-  if (t.empty() || !(std::isalpha(static_cast<unsigned char>(t[0])) || t[0] == '_') || t.back() == '.') return false;
+  if (t.empty() || !word_char(t[0]) || (t[0] >= '0' && t[0] <= '9') || t.back() == '.') return false;
   char prev = 0;
   for (char ch : t) {
-    if (ch == '.' ? prev == '.' : !(std::isalnum(static_cast<unsigned char>(ch)) || ch == '_')) return false;
+    if (ch == '.' ? prev == '.' : !word_char(ch)) return false;
     prev = ch;
   }
   return true;
@@ -257,6 +261,36 @@ std::string_view attribute_name(const Model& m, TSNode attr, TSNode object) {
     if (plain_dotted(name) && name.find('.') == std::string_view::npos) return name;
   }
   return m.text(field(attr, "attribute"));
+}
+
+// The first and the last field of a call (`function`, `arguments`) or of a
+// keyword argument (`name`, `value`) are its first and last children: a
+// comment may sit between them, never before the first or after the last.
+TSNode first_child(TSNode n) {
+  TSNode c = ts_node_child(n, 0);
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+TSNode last_child(TSNode n) {
+  uint32_t count = ts_node_child_count(n);
+  TSNode c = count ? ts_node_child(n, count - 1) : TSNode{};
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+TSNode call_function(TSNode call) {
+  TSNode c = first_child(call);
+  return is_null(c) ? field(call, "function") : c;
+}
+TSNode call_arguments(TSNode call) {
+  TSNode c = last_child(call);
+  Kind k = kind_of(c);
+  return k == Kind::ArgumentList || k == Kind::GeneratorExpression ? c : field(call, "arguments");
+}
+TSNode keyword_name(TSNode keyword) {
+  TSNode c = first_child(keyword);
+  return kind_of(c) == Kind::Identifier ? c : field(keyword, "name");
+}
+TSNode keyword_value(TSNode keyword) {
+  TSNode c = last_child(keyword);
+  return is_null(c) || !ts_node_is_named(c) ? field(keyword, "value") : c;
 }
 
 // Model::qualify(n), for a name or a plain dotted name from its text.
@@ -556,9 +590,10 @@ class ValueCollector {
 
  private:
   void call(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth) const {
-    TSNode func = unparenthesize(field(expr, "function"));
+    TSNode func = unparenthesize(call_function(expr));
     // torch.Generator().manual_seed(0) returns the generator it seeds.
-    if (kind_of(func) == Kind::Attribute && kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
+    if (kind_of(func) == Kind::Attribute && ends_with_reseed(m_.text(func)) &&
+        kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
         one_of(m_.text(field(func, "attribute")), kReseedMethods)) {
       TSNode inner = unparenthesize(field(func, "object"));
       if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
@@ -584,7 +619,7 @@ class ValueCollector {
                       std::string(m_.text(func)), file_.where_created(expr), path}});
       return;
     }
-    TSNode args = field(expr, "arguments");
+    TSNode args = call_arguments(expr);
     if (!callee.empty() && capitalized(callee)) {
       // The object first, then what its arguments hold, in one pass over them.
       size_t object = out.size();
@@ -604,13 +639,13 @@ class ValueCollector {
         } else if (k != Kind::Comment && !splat) {
           if (!keys.empty()) keys += ',';
           if (k == Kind::KeywordArgument) {
-            keys += m_.text(field(a, "name"));
+            keys += m_.text(keyword_name(a));
           } else {
             keys += '#';
             keys += std::to_string(position++);
           }
         }
-        if (k == Kind::KeywordArgument) a = field(a, "value");
+        if (k == Kind::KeywordArgument) a = keyword_value(a);
         a = unparenthesize(a);
         if (compose && first && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
           uint32_t j = 0;
@@ -627,9 +662,16 @@ class ValueCollector {
     // in its arguments are held by whatever it returns.
     if (!may_hold_name(args)) return;
     for_each_named_child(args, [&](TSNode a) {
-      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      if (kind_of(a) == Kind::KeywordArgument) a = keyword_value(a);
       collect(a, "?", out, depth + 1);
     });
+  }
+
+  // Whether `text` ends with the name of a method that re-seeds a generator
+  // (a quick test before looking for the attribute in the tree).
+  static bool ends_with_reseed(std::string_view text) {
+    return std::any_of(kReseedMethods.begin(), kReseedMethods.end(),
+                       [&](std::string_view m) { return ends_with(text, m); });
   }
 
   // The values recorded all start from a name: a table of constants holds
@@ -749,7 +791,7 @@ class FunctionReads {
         Kind rk = kind_of(recv);
         if (!self_.empty() && rk == Kind::Identifier && m_.text(recv) == self_) {
           add({"callself", c.method});
-        } else if (rk == Kind::Call && m_.qualify(field(recv, "function")) == "super") {
+        } else if (rk == Kind::Call && qualify(m_, unparenthesize(field(recv, "function"))) == "super") {
           add({"super", c.method});
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
           std::string q = m_.qualify(recv);
@@ -813,6 +855,10 @@ class FunctionReads {
     else if (leads && kind_of(parent) == Kind::Subscript)
       method = "__getitem__";
     if (one_of(method, kReseedMethods)) return;  // recorded by calls()
+    std::pair<std::string_view, std::string_view> read{attr, method};
+    auto end = self_reads_.begin() + self_reads_count_;
+    if (std::find(self_reads_.begin(), end, read) != end) return;
+    if (self_reads_count_ < self_reads_.size()) self_reads_[self_reads_count_++] = read;
     add({"self", attr, method});
   }
 
@@ -825,12 +871,13 @@ class FunctionReads {
     const FileIndex::Name* info = file_.name(name);
     if (!info || (!info->module && !info->module_function)) return;
     // A name read again whose value was recorded already: the same value.
-    if (std::find(recorded_.begin(), recorded_.end(), info) != recorded_.end()) return;
+    if (std::find(recorded_.begin(), recorded_.begin() + recorded_count_, info) != recorded_.begin() + recorded_count_)
+      return;
     if (bound_locally(*info, function)) return;
     bool same_everywhere = true;  // whether any other read of the name records the same
     auto record = [&](std::initializer_list<std::string_view> fields) {
       add(fields);
-      if (same_everywhere && recorded_.size() < 64) recorded_.push_back(info);
+      if (same_everywhere && recorded_count_ < recorded_.size()) recorded_[recorded_count_++] = info;
     };
     if (const Binding* b = info->module) {
       if (b->kind == BindingKind::Import) {
@@ -874,7 +921,11 @@ class FunctionReads {
   std::string buf_;  // the value being recorded
   // Module-level names whose read recorded a value that every read of the
   // name records (when not shadowed by a local).
-  std::vector<const FileIndex::Name*> recorded_;
+  std::array<const FileIndex::Name*, 32> recorded_;
+  size_t recorded_count_ = 0;
+  // The first `self.X` reads recorded, as (X, method) in the source text.
+  std::array<std::pair<std::string_view, std::string_view>, 32> self_reads_;
+  size_t self_reads_count_ = 0;
   std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
 };
 
