@@ -28,6 +28,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <string>
@@ -108,18 +109,88 @@ std::string module_of(std::string_view qualified) {
 
 // A field never contains the separator, even when source text does.
 void append_field(std::string& out, std::string_view field) {
-  for (char ch : field) out += ch == kSep ? ' ' : ch;
+  size_t at = out.size();
+  out.append(field);
+  if (field.find(kSep) != std::string_view::npos) std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), kSep, ' ');
 }
 
-std::string encode(std::initializer_list<std::string_view> fields) {
-  std::string out;
+// Into a buffer the caller reuses: most values a function's reads encode
+// are already recorded, and looking them up needs no new string.
+void encode_into(std::string& out, std::initializer_list<std::string_view> fields) {
+  out.clear();
   bool first = true;
   for (auto f : fields) {
     if (!first) out += kSep;
     first = false;
     append_field(out, f);
   }
+}
+
+std::string encode(std::initializer_list<std::string_view> fields) {
+  std::string out;
+  encode_into(out, fields);
   return out;
+}
+
+// ASCII letters, digits and `_`, without the locale lookups of std::isalnum.
+constexpr bool word_char(char ch) {
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+// Whether the source text of an expression may hold a name: an identifier
+// outside string literals and comments, other than True, False and None.
+// The values ValueCollector records all start from a name, so a table of
+// numbers and plain strings (thousands of nodes to visit) holds none.
+// Anything this scan does not follow exactly (an f-string, which may hold
+// expressions, a keyword, a non-ASCII byte, an unterminated string) counts
+// as a name; the caller also skips it on a tree with parse errors.
+bool may_hold_name(std::string_view t) {
+  auto string_prefix = [](std::string_view w) {  // not f or t: those strings may hold expressions
+    if (w.empty() || w.size() > 2) return false;
+    std::string lower;
+    for (char ch : w) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return lower == "r" || lower == "u" || lower == "b" || lower == "br" || lower == "rb";
+  };
+  size_t i = 0, n = t.size();
+  while (i < n) {
+    char c = t[i];
+    if (c == '#') {
+      i = t.find('\n', i);
+      if (i == std::string_view::npos) return false;
+    } else if (c == '"' || c == '\'') {
+      bool triple = i + 2 < n && t[i + 1] == c && t[i + 2] == c;
+      size_t j = i + (triple ? 3 : 1);
+      while (true) {
+        if (j >= n) return true;
+        if (t[j] == '\\') {
+          j += 2;
+        } else if (t[j] == c && (!triple || (j + 2 < n && t[j + 1] == c && t[j + 2] == c))) {
+          i = j + (triple ? 3 : 1);
+          break;
+        } else if (t[j] == '\n' && !triple) {
+          return true;
+        } else {
+          ++j;
+        }
+      }
+    } else if (c >= '0' && c <= '9') {
+      while (i < n && (word_char(t[i]) || t[i] == '.')) ++i;  // 0x1F, 1e5, 2j, 1_000, 1.5
+    } else if (word_char(c)) {
+      size_t start = i;
+      while (i < n && word_char(t[i])) ++i;
+      std::string_view w = t.substr(start, i - start);
+      if (i < n && (t[i] == '"' || t[i] == '\'')) {
+        if (!string_prefix(w)) return true;
+      } else if (w != "True" && w != "False" && w != "None") {
+        return true;
+      }
+    } else if (static_cast<unsigned char>(c) >= 0x80) {
+      return true;
+    } else {
+      ++i;
+    }
+  }
+  return false;
 }
 
 uint32_t to_line(std::string_view s) {
@@ -161,6 +232,83 @@ std::string one_line(const Model& m, TSNode n) {
   return std::string(t);
 }
 
+// field() searches a node's children, a costly lookup when asked for every
+// name read; the usual shapes are read from the source text instead.
+
+// Whether `t` is a plain dotted name, `a.b.c`, without spaces or comments.
+bool plain_dotted(std::string_view t) {
+  if (t.empty() || !word_char(t[0]) || (t[0] >= '0' && t[0] <= '9') || t.back() == '.') return false;
+  char prev = 0;
+  for (char ch : t) {
+    if (ch == '.' ? prev == '.' : !word_char(ch)) return false;
+    prev = ch;
+  }
+  return true;
+}
+
+// The name of the attribute `attr` whose object is `object`.
+std::string_view attribute_name(const Model& m, TSNode attr, TSNode object) {
+  std::string_view t = m.text(attr);
+  size_t i = end_byte(object) - start_byte(attr);
+  auto skip_blanks = [&] {
+    while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
+  };
+  skip_blanks();
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    skip_blanks();
+    std::string_view name = t.substr(i);
+    if (plain_dotted(name) && name.find('.') == std::string_view::npos) return name;
+  }
+  return m.text(field(attr, "attribute"));
+}
+
+// The first and the last field of a call (`function`, `arguments`) or of a
+// keyword argument (`name`, `value`) are its first and last children: a
+// comment may sit between them, never before the first or after the last.
+TSNode first_child(TSNode n) {
+  TSNode c = ts_node_child(n, 0);
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+TSNode last_child(TSNode n) {
+  uint32_t count = ts_node_child_count(n);
+  TSNode c = count ? ts_node_child(n, count - 1) : TSNode{};
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+TSNode call_function(TSNode call) {
+  TSNode c = first_child(call);
+  return is_null(c) ? field(call, "function") : c;
+}
+TSNode call_arguments(TSNode call) {
+  TSNode c = last_child(call);
+  Kind k = kind_of(c);
+  return k == Kind::ArgumentList || k == Kind::GeneratorExpression ? c : field(call, "arguments");
+}
+TSNode keyword_name(TSNode keyword) {
+  TSNode c = first_child(keyword);
+  return kind_of(c) == Kind::Identifier ? c : field(keyword, "name");
+}
+TSNode keyword_value(TSNode keyword) {
+  TSNode c = last_child(keyword);
+  return is_null(c) || !ts_node_is_named(c) ? field(keyword, "value") : c;
+}
+
+// Model::qualify(n), for a name or a plain dotted name from its text.
+std::string qualify(const Model& m, TSNode n) {
+  Kind k = kind_of(n);
+  if (k == Kind::Identifier) return m.resolve_alias(m.text(n));
+  if (k == Kind::Attribute) {
+    std::string_view t = m.text(n);
+    if (plain_dotted(t)) {
+      size_t dot = t.find('.');
+      std::string out = m.resolve_alias(t.substr(0, dot));
+      out += t.substr(dot);
+      return out;
+    }
+  }
+  return m.qualify(n);
+}
+
 // ---------------------------------------------------------------------------
 // Where a value comes from: a generator constructor, an object of some class,
 // a module-level name or function (resolved through the index), or a
@@ -195,66 +343,134 @@ struct ValueRef {
 
 // Per-file lookups the collectors share, built once: the model answers these
 // questions by scanning, which is too slow when asked for every name read.
+// Built for every file, so kept to a few flat arrays.
 class FileIndex {
  public:
+  // Everything the collectors ask about one name, found with one lookup.
+  struct Name {
+    std::string_view text;
+    const Binding* module = nullptr;  // the last module-level binding (not in a class body)
+    bool module_function = false;     // a module-level def
+    // The functions binding it other than by `global` (only for a name the
+    // module binds), and those declaring it `global`: ranges of binders_ and
+    // globals_, sorted.
+    uint32_t binders_begin = 0, binders_end = 0;
+    uint32_t globals_begin = 0, globals_end = 0;
+  };
+
   explicit FileIndex(const Model& m) : m_(m) {
     const auto& fns = m.functions();
-    root_.resize(fns.size());
-    locals_.resize(fns.size());
-    globals_.resize(fns.size());
-    by_root_bindings_.resize(fns.size());
-    by_root_calls_.resize(fns.size());
+    std::vector<int> root(fns.size());
+    has_globals_.resize(fns.size());
+    ids_.reserve(fns.size() + m.bindings().size() / 4);
     for (size_t i = 0; i < fns.size(); ++i) {
       int r = static_cast<int>(i);
       while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
-      root_[i] = r;
-      if (fns[i].parent < 0 && fns[i].cls < 0) module_functions_.insert(fns[i].name);
+      root[i] = r;
+      if (fns[i].parent < 0 && fns[i].cls < 0) names_[intern(fns[i].name)].module_function = true;
     }
     for (const Class& c : m.classes()) {
       TSNode body = field(c.node, "body");
       class_bodies_.push_back({start_byte(body), end_byte(body)});
     }
     class_body_bindings_.resize(m.classes().size());
-    std::unordered_set<int> functions_with_classes;
-    for (const Class& c : m.classes()) functions_with_classes.insert(c.function);
+    std::vector<char> functions_with_classes(fns.size() + 1);  // by function + 1
+    for (const Class& c : m.classes()) functions_with_classes[static_cast<size_t>(c.function + 1)] = 1;
+    std::vector<std::pair<uint32_t, int>> binders, globals;  // name id, function
+    root_bindings_start_.assign(fns.size() + 1, 0);
     for (const Binding& b : m.bindings()) {
-      int cls = functions_with_classes.count(b.function) ? class_body_of(b.start, b.function) : -1;
+      int cls = functions_with_classes[static_cast<size_t>(b.function + 1)] ? class_body_of(b.start, b.function) : -1;
       if (cls >= 0) class_body_bindings_[cls].push_back(&b);
       if (b.function >= 0) {
-        (b.kind == BindingKind::Global ? globals_ : locals_)[b.function].insert(b.name);
-        by_root_bindings_[root_[b.function]].push_back(&b);
+        if (b.kind == BindingKind::Global) {
+          globals.push_back({intern(b.name), b.function});
+          has_globals_[b.function] = 1;
+        }
+        ++root_bindings_start_[static_cast<size_t>(root[b.function]) + 1];
         continue;
       }
       if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
-      const Binding*& last = module_names_[b.name];
+      const Binding*& last = names_[intern(b.name)].module;
       if (!last || b.start > last->start) last = &b;
     }
+    for (const Name& name : names_)
+      if (name.module || name.module_function) module_names_.add(name.text);
+    // Which functions bind a name matters only for the names the module
+    // binds: a local shadowing one of them. The others are not looked up.
+    for (const Binding& b : m.bindings()) {
+      if (b.function < 0 || b.kind == BindingKind::Global || !module_names_.may_hold(b.name)) continue;
+      auto it = ids_.find(std::string_view(b.name));
+      if (it == ids_.end()) continue;
+      const Name& name = names_[it->second];
+      if (name.module || name.module_function) binders.push_back({it->second, b.function});
+    }
+    ranges(binders, binders_, &Name::binders_begin, &Name::binders_end);
+    ranges(globals, globals_, &Name::globals_begin, &Name::globals_end);
+    // Each root's bindings and calls, in the model's order, by counting.
+    for (size_t i = 0; i < fns.size(); ++i) root_bindings_start_[i + 1] += root_bindings_start_[i];
+    root_bindings_.resize(root_bindings_start_.back());
+    std::vector<uint32_t> next(root_bindings_start_.begin(), root_bindings_start_.end() - 1);
+    for (const Binding& b : m.bindings())
+      if (b.function >= 0) root_bindings_[next[static_cast<size_t>(root[b.function])]++] = &b;
+    root_calls_start_.assign(fns.size() + 1, 0);
     for (const Call& c : m.calls())
-      if (c.function >= 0) by_root_calls_[root_[c.function]].push_back(&c);
+      if (c.function >= 0) ++root_calls_start_[static_cast<size_t>(root[c.function]) + 1];
+    for (size_t i = 0; i < fns.size(); ++i) root_calls_start_[i + 1] += root_calls_start_[i];
+    root_calls_.resize(root_calls_start_.back());
+    next.assign(root_calls_start_.begin(), root_calls_start_.end() - 1);
+    for (const Call& c : m.calls())
+      if (c.function >= 0) root_calls_[next[static_cast<size_t>(root[c.function])]++] = &c;
   }
 
-  // Module-level bindings (not in a class body): the last one of each name.
-  const NameMap<const Binding*>& module_names() const { return module_names_; }
+  // Whether `name` may be one the module binds (a module-level binding or
+  // def): false for most locals and builtins, without hashing the name.
+  bool may_be_module_name(std::string_view name) const { return module_names_.may_hold(name); }
+  // What the file binds under `name`, or null when it never binds it.
+  // (Which functions bind it is known only for the names the module binds.)
+  const Name* name(std::string_view name) const {
+    auto it = ids_.find(name);
+    return it == ids_.end() ? nullptr : &names_[it->second];
+  }
+  // Module-level bindings (not in a class body): the last one of each name,
+  // in no particular order.
+  template <class F>
+  void for_each_module_binding(F&& f) const {
+    for (const Name& name : names_)
+      if (name.module) f(name.module);
+  }
   // Bindings directly in the body of class `cls` (class attributes).
   const std::vector<const Binding*>& class_body_bindings(int cls) const { return class_body_bindings_[cls]; }
   // The module-level binding of `name` (not one in a class body), if any.
   const Binding* module_binding(std::string_view name) const {
-    auto it = module_names_.find(name);
-    return it == module_names_.end() ? nullptr : it->second;
+    const Name* n = this->name(name);
+    return n ? n->module : nullptr;
   }
-  bool is_module_function(std::string_view name) const { return module_functions_.find(name) != module_functions_.end(); }
+  bool is_module_function(std::string_view name) const {
+    const Name* n = this->name(name);
+    return n && n->module_function;
+  }
   // Whether `function` itself binds `name` (a local, a parameter, an import),
   // other than through `global name`.
-  bool binds(int function, std::string_view name) const {
-    return function >= 0 && locals_[function].find(name) != locals_[function].end() && !declares_global(function, name);
+  bool binds(const Name& name, int function) const {
+    return function >= 0 && has(binders_, name.binders_begin, name.binders_end, function) &&
+           !has(globals_, name.globals_begin, name.globals_end, function);
   }
+  bool binds_anywhere(const Name& name) const { return name.binders_begin != name.binders_end; }
   bool declares_global(int function, std::string_view name) const {
-    return function >= 0 && globals_[function].find(name) != globals_[function].end();
+    if (function < 0 || !has_globals_[function]) return false;
+    const Name* n = this->name(name);
+    return n && has(globals_, n->globals_begin, n->globals_end, function);
   }
   // Bindings and calls of a method or module-level function and the
   // functions nested in it.
-  const std::vector<const Binding*>& bindings_of_root(int function) const { return by_root_bindings_[function]; }
-  const std::vector<const Call*>& calls_of_root(int function) const { return by_root_calls_[function]; }
+  std::span<const Binding* const> bindings_of_root(int function) const {
+    return std::span<const Binding* const>(root_bindings_).subspan(
+        root_bindings_start_[function], root_bindings_start_[function + 1] - root_bindings_start_[function]);
+  }
+  std::span<const Call* const> calls_of_root(int function) const {
+    return std::span<const Call* const>(root_calls_).subspan(
+        root_calls_start_[function], root_calls_start_[function + 1] - root_calls_start_[function]);
+  }
 
   // The innermost class whose body (not a method) directly holds `byte`.
   int class_body_of(uint32_t byte, int function) const {
@@ -275,14 +491,54 @@ class FileIndex {
   }
 
  private:
+  uint32_t intern(std::string_view name) {
+    auto [it, fresh] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
+    if (fresh) names_.emplace_back().text = name;
+    return it->second;
+  }
+  // Sorts (name, function) pairs into `out` and gives each name its range.
+  void ranges(std::vector<std::pair<uint32_t, int>>& pairs, std::vector<int>& out, uint32_t Name::*begin,
+              uint32_t Name::*end) {
+    std::sort(pairs.begin(), pairs.end());
+    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
+    out.reserve(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      Name& name = names_[pairs[i].first];
+      if (i == 0 || pairs[i - 1].first != pairs[i].first) name.*begin = static_cast<uint32_t>(i);
+      name.*end = static_cast<uint32_t>(i + 1);
+      out.push_back(pairs[i].second);
+    }
+  }
+  static bool has(const std::vector<int>& list, uint32_t begin, uint32_t end, int function) {
+    return std::binary_search(list.begin() + begin, list.begin() + end, function);
+  }
+
+  // A filter on names: a bit for each (length, first, last character) seen.
+  class NameFilter {
+   public:
+    void add(std::string_view name) { bits_[bit(name) / 64] |= uint64_t{1} << (bit(name) % 64); }
+    bool may_hold(std::string_view name) const { return bits_[bit(name) / 64] >> (bit(name) % 64) & 1; }
+
+   private:
+    static size_t bit(std::string_view name) {
+      if (name.empty()) return 0;
+      return (name.size() * 131 + static_cast<unsigned char>(name.front()) * 31 +
+              static_cast<unsigned char>(name.back())) % 1024;
+    }
+    std::array<uint64_t, 16> bits_{};
+  };
+
   const Model& m_;
-  std::vector<int> root_;
-  std::vector<NameSet> locals_;
-  std::vector<NameSet> globals_;
-  std::vector<std::vector<const Binding*>> by_root_bindings_;
-  std::vector<std::vector<const Call*>> by_root_calls_;
-  NameSet module_functions_;
-  NameMap<const Binding*> module_names_;
+  NameFilter module_names_;  // the names with a module-level binding or def
+  std::vector<char> has_globals_;  // by function: whether it declares any name `global`
+  // Keys view the names held by the model's bindings and functions.
+  std::unordered_map<std::string_view, uint32_t> ids_;
+  std::vector<Name> names_;  // by id
+  std::vector<int> binders_, globals_;
+  std::vector<const Binding*> root_bindings_;  // grouped by root function
+  std::vector<uint32_t> root_bindings_start_;  // by root function, and one past the last
+  std::vector<const Call*> root_calls_;
+  std::vector<uint32_t> root_calls_start_;
   std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
   std::vector<std::vector<const Binding*>> class_body_bindings_;
 };
@@ -300,12 +556,18 @@ class ValueCollector {
       case Kind::Identifier: return identifier(expr, path, out, depth);
       case Kind::Attribute: {
         // module.NAME, where `module` is an imported module.
-        std::string q = m_.qualify(expr);
-        TSNode head = expr;
-        while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
-        if (kind_of(head) != Kind::Identifier) return;
-        const Binding* b = file_.module_binding(m_.text(head));
-        if (b && b->kind == BindingKind::Import && !q.empty()) out.push_back({'R', {q}});
+        std::string_view head_name = m_.text(expr);
+        if (plain_dotted(head_name)) {
+          head_name = head_name.substr(0, head_name.find('.'));
+        } else {
+          TSNode head = expr;
+          while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
+          if (kind_of(head) != Kind::Identifier) return;
+          head_name = m_.text(head);
+        }
+        const Binding* b = file_.module_binding(head_name);
+        if (!b || b->kind != BindingKind::Import) return;
+        if (std::string q = qualify(m_, expr); !q.empty()) out.push_back({'R', {std::move(q)}});
         return;
       }
       case Kind::ConditionalExpression:
@@ -316,10 +578,11 @@ class ValueCollector {
       case Kind::Tuple:
       case Kind::Set:
       case Kind::Dictionary:
+        if (!may_hold_name(expr)) return;
         for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
       default:
-        if (kind_of(expr) == Kind::Other)  // a dictionary pair, a splat: look inside
+        if (kind_of(expr) == Kind::Other && may_hold_name(expr))  // a dictionary pair, a splat: look inside
           for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
     }
@@ -327,15 +590,16 @@ class ValueCollector {
 
  private:
   void call(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth) const {
-    TSNode func = unparenthesize(field(expr, "function"));
+    TSNode func = unparenthesize(call_function(expr));
     // torch.Generator().manual_seed(0) returns the generator it seeds.
-    if (kind_of(func) == Kind::Attribute && kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
+    if (kind_of(func) == Kind::Attribute && ends_with_reseed(m_.text(func)) &&
+        kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
         one_of(m_.text(field(func, "attribute")), kReseedMethods)) {
       TSNode inner = unparenthesize(field(func, "object"));
       if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
         return call(inner, std::move(path), out, depth);
     }
-    std::string callee = m_.qualify(func);
+    std::string callee = qualify(m_, func);
     if (std::string_view kind = generator_kind(callee); !kind.empty()) {
       // The assignment holding it reads best: `self.rng = np.random.default_rng(0)`.
       TSNode shown = expr;
@@ -355,80 +619,102 @@ class ValueCollector {
                       std::string(m_.text(func)), file_.where_created(expr), path}});
       return;
     }
-    TSNode args = field(expr, "arguments");
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
+    TSNode args = call_arguments(expr);
     if (!callee.empty() && capitalized(callee)) {
-      out.push_back({'C', {callee, path, argument_keys(args)}});
+      // The object first, then what its arguments hold, in one pass over them.
+      size_t object = out.size();
+      out.push_back({'C', {callee, path, ""}});
+      // The arguments given, as "#0,#1,name", or "*" when a splat hides them.
+      std::string keys;
+      uint32_t position = 0;
+      bool splat = false;
       // Compose([A(), B()]) keeps its transforms in `.transforms`.
       bool compose = last_component(callee) == "Compose";
-      for (uint32_t i = 0; i < n; ++i) {
-        TSNode a = ts_node_named_child(args, i);
-        if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      uint32_t i = 0;
+      for_each_named_child(args, [&](TSNode a) {
+        bool first = i++ == 0;
+        Kind k = kind_of(a);
+        if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+          splat = true;
+        } else if (k != Kind::Comment && !splat) {
+          if (!keys.empty()) keys += ',';
+          if (k == Kind::KeywordArgument) {
+            keys += m_.text(keyword_name(a));
+          } else {
+            keys += '#';
+            keys += std::to_string(position++);
+          }
+        }
+        if (k == Kind::KeywordArgument) a = keyword_value(a);
         a = unparenthesize(a);
-        if (compose && i == 0 && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
-          for (uint32_t j = 0; j < ts_node_named_child_count(a); ++j)
-            collect(ts_node_named_child(a, j), fmt::format("{}.transforms[{}]", path, j), out, depth + 1);
-          continue;
+        if (compose && first && path != "?" && (kind_of(a) == Kind::List || kind_of(a) == Kind::Tuple)) {
+          uint32_t j = 0;
+          for_each_named_child(
+              a, [&](TSNode t) { collect(t, fmt::format("{}.transforms[{}]", path, j++), out, depth + 1); });
+          return;
         }
         collect(a, "?", out, depth + 1);
-      }
+      });
+      out[object].f[2] = splat ? "*" : std::move(keys);
       return;
     }
     // A factory function: what it builds is not known here, but objects made
     // in its arguments are held by whatever it returns.
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
-      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+    if (!may_hold_name(args)) return;
+    for_each_named_child(args, [&](TSNode a) {
+      if (kind_of(a) == Kind::KeywordArgument) a = keyword_value(a);
       collect(a, "?", out, depth + 1);
-    }
+    });
   }
 
-  // The arguments a call gives, as "#0,#1,name", or "*" when a splat hides them.
-  std::string argument_keys(TSNode args) const {
-    std::string keys;
-    uint32_t position = 0;
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
-      Kind k = kind_of(a);
-      if (k == Kind::ListSplat || k == Kind::DictionarySplat) return "*";
-      if (k == Kind::Comment) continue;
-      if (!keys.empty()) keys += ',';
-      keys += k == Kind::KeywordArgument ? std::string(m_.text(field(a, "name"))) : "#" + std::to_string(position++);
-    }
-    return keys;
+  // Whether `text` ends with the name of a method that re-seeds a generator
+  // (a quick test before looking for the attribute in the tree).
+  static bool ends_with_reseed(std::string_view text) {
+    return std::any_of(kReseedMethods.begin(), kReseedMethods.end(),
+                       [&](std::string_view m) { return ends_with(text, m); });
+  }
+
+  // The values recorded all start from a name: a table of constants holds
+  // none, and scanning its text is cheaper than visiting its nodes.
+  bool may_hold_name(TSNode n) const {
+    return is_null(n) || ts_node_has_error(n) || torchleak::python::may_hold_name(m_.text(n));
   }
 
   void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
-    std::string name(m_.text(expr));
+    std::string_view name = m_.text(expr);
     if (init_) {
       const auto& params = init_->params;
       auto it = std::find(params.begin(), params.end(), name);
       if (it != params.end() && it != params.begin()) {
-        out.push_back({'P', {name, std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
+        out.push_back({'P', {std::string(name), std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
         return;
       }
     }
-    int fn = m_.function_at(start_byte(expr));
-    const Binding* b = m_.reaching(name, start_byte(expr), fn);
-    if (b && b->function >= 0) {
-      if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
-          !is_null(b->value))
-        collect(b->value, path, out, depth + 1);
-      return;
+    // At module level reaching() can only give a module-level binding: the
+    // lookup below answers that.
+    if (int fn = m_.function_at(start_byte(expr)); fn >= 0) {
+      const Binding* b = m_.reaching(name, start_byte(expr), fn);
+      if (b && b->function >= 0) {
+        if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
+            !is_null(b->value))
+          collect(b->value, path, out, depth + 1);
+        return;
+      }
     }
     // Module level: an assignment, a function or an import, resolved through
     // the index (the name may be defined in this file or imported).
-    if (const Binding* g = file_.module_binding(name)) {
+    const FileIndex::Name* n = file_.name(name);
+    if (!n) return;
+    if (const Binding* g = n->module) {
       if (g->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
-        if (q.find('.') != std::string::npos) out.push_back({'R', {q}});
+        if (q.find('.') != std::string::npos) out.push_back({'R', {std::move(q)}});
         return;
       }
-      out.push_back({'R', {name}});
+      out.push_back({'R', {std::string(name)}});
       return;
     }
-    if (file_.is_module_function(name)) out.push_back({'R', {name}});
+    if (n->module_function) out.push_back({'R', {std::string(name)}});
   }
 
   const Model& m_;
@@ -465,8 +751,23 @@ class FunctionReads {
   }
 
  private:
-  void add(std::string v) {
-    if (seen_.insert(v).second) out_.push_back(std::move(v));
+  // Records the value encoded in buf_, once. Most functions record a few
+  // values: a scan of them is cheaper than hashing.
+  void add() {
+    constexpr size_t kScan = 16;
+    if (out_.size() < kScan) {
+      if (std::find(out_.begin(), out_.end(), buf_) != out_.end()) return;
+      out_.push_back(buf_);
+      if (out_.size() == kScan) seen_.insert(out_.begin(), out_.end());
+      return;
+    }
+    if (seen_.find(std::string_view(buf_)) != seen_.end()) return;
+    seen_.insert(buf_);
+    out_.push_back(buf_);
+  }
+  void add(std::initializer_list<std::string_view> fields) {
+    encode_into(buf_, fields);
+    add();
   }
 
   // self.<attr> = ... (or self.<attr>.x.y = ...) anywhere in the function.
@@ -476,10 +777,9 @@ class FunctionReads {
       if (b.kind == BindingKind::SubscriptStore || b.kind == BindingKind::Parameter) continue;
       TSNode target = unparenthesize(b.target);
       if (kind_of(target) == Kind::Attribute) targets_.insert(start_byte(target));
-      std::string attr = self_attribute(b.name);
-      if (!attr.empty()) add(encode({"reseed", attr}));
-      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name))
-        add(encode({"reseedglobal", b.name}));
+      std::string_view attr = self_attribute(b.name);
+      if (!attr.empty()) add({"reseed", attr});
+      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name)) add({"reseedglobal", b.name});
     }
   }
 
@@ -488,30 +788,35 @@ class FunctionReads {
       const Call& c = *cp;
       if (!c.method.empty() && !is_null(c.receiver)) {
         TSNode recv = unparenthesize(c.receiver);
-        if (!self_.empty() && kind_of(recv) == Kind::Identifier && m_.text(recv) == self_) {
-          add(encode({"callself", c.method}));
-        } else if (kind_of(recv) == Kind::Call && m_.qualify(field(recv, "function")) == "super") {
-          add(encode({"super", c.method}));
+        Kind rk = kind_of(recv);
+        if (!self_.empty() && rk == Kind::Identifier && m_.text(recv) == self_) {
+          add({"callself", c.method});
+        } else if (rk == Kind::Call && qualify(m_, unparenthesize(field(recv, "function"))) == "super") {
+          add({"super", c.method});
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
-          std::string attr = self_attribute(m_.qualify(recv));
-          if (!attr.empty() && m_.qualify(recv) == self_ + "." + attr) add(encode({"reseed", attr}));
-          if (kind_of(recv) == Kind::Identifier && !bound_locally(m_.text(recv), c.function) &&
-              file_.module_binding(m_.text(recv)))
-            add(encode({"reseedglobal", std::string(m_.text(recv))}));
+          std::string q = m_.qualify(recv);
+          std::string_view attr = self_attribute(q);
+          // self.<attr> itself, not self.<attr>.more
+          if (!attr.empty() && q.size() == self_.size() + 1 + attr.size()) add({"reseed", attr});
+          if (rk == Kind::Identifier) {
+            std::string_view name = m_.text(recv);
+            const FileIndex::Name* n = file_.name(name);
+            if (n && n->module && !bound_locally(*n, c.function)) add({"reseedglobal", name});
+          }
         }
       }
       if (starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
           one_of(last_component(c.callee), kNumpyGlobalDraws))
-        add(encode({"numpy", std::to_string(m_.position(c.node).line), std::string(m_.text(c.func))}));
+        add({"numpy", std::to_string(m_.position(c.node).line), m_.text(c.func)});
     }
   }
 
   // The attribute X of `self.X` or `self.X.more`; "" for anything else.
-  std::string self_attribute(std::string_view name) const {
+  std::string_view self_attribute(std::string_view name) const {
     if (self_.empty() || !starts_with(name, self_) || name.size() <= self_.size() + 1 || name[self_.size()] != '.')
       return {};
     std::string_view rest = name.substr(self_.size() + 1);
-    return std::string(rest.substr(0, rest.find('.')));
+    return rest.substr(0, rest.find('.'));
   }
 
   // Every name in the body, in source order, from the model's references:
@@ -524,9 +829,10 @@ class FunctionReads {
                                [](const Reference& r, uint32_t at) { return start_byte(r.node) < at; });
     for (; it != refs.end() && start_byte(it->node) < end; ++it) {
       const Reference& r = *it;
-      if (!self_.empty() && kind_of(r.parent) == Kind::Attribute && ts_node_eq(field(r.parent, "object"), r.node) &&
+      // An identifier under an attribute, starting where it starts, is its object.
+      if (!self_.empty() && start_byte(r.parent) == start_byte(r.node) && kind_of(r.parent) == Kind::Attribute &&
           m_.text(r.node) == self_) {
-        self_read(r.parent, r.grandparent, r.great_grandparent);
+        self_read(r.node, r.parent, r.grandparent, r.great_grandparent);
         continue;
       }
       identifier(r.node, r.parent, r.function);
@@ -536,46 +842,70 @@ class FunctionReads {
   // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.
   // The object of an attribute or subscript, and the function of a call,
   // start where their parent starts.
-  void self_read(TSNode n, TSNode parent, TSNode grandparent) {
+  void self_read(TSNode self, TSNode n, TSNode parent, TSNode grandparent) {
     // Part of a target (`self.rng.bit_generator.state = ...`): a write,
     // recorded by writes().
     if (targets_.count(start_byte(n))) return;
-    std::string attr(m_.text(field(n, "attribute")));
-    std::string method;
+    std::string_view attr = attribute_name(m_, n, self);
+    std::string_view method;
     bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
     if (leads && kind_of(parent) == Kind::Attribute && kind_of(grandparent) == Kind::Call &&
         start_byte(grandparent) == start_byte(parent))
-      method = std::string(m_.text(field(parent, "attribute")));
+      method = attribute_name(m_, parent, n);
     else if (leads && kind_of(parent) == Kind::Subscript)
       method = "__getitem__";
-    if (one_of(std::string_view(method), kReseedMethods)) return;  // recorded by calls()
-    add(encode({"self", attr, method}));
+    if (one_of(method, kReseedMethods)) return;  // recorded by calls()
+    std::pair<std::string_view, std::string_view> read{attr, method};
+    auto end = self_reads_.begin() + self_reads_count_;
+    if (std::find(self_reads_.begin(), end, read) != end) return;
+    if (self_reads_count_ < self_reads_.size()) self_reads_[self_reads_count_++] = read;
+    add({"self", attr, method});
   }
 
   void identifier(TSNode n, TSNode parent, int function) {
     // References hold neither an attribute's name nor a keyword argument's.
-    Kind pk = kind_of(parent);
     std::string_view name = m_.text(n);
-    if (name == self_ || bound_locally(name, function)) return;
-    if (const Binding* b = file_.module_binding(name)) {
+    // Not bound at module level (a local, a builtin, a name from a star
+    // import): nothing to record.
+    if (name == self_ || !file_.may_be_module_name(name)) return;
+    const FileIndex::Name* info = file_.name(name);
+    if (!info || (!info->module && !info->module_function)) return;
+    // A name read again whose value was recorded already: the same value.
+    if (std::find(recorded_.begin(), recorded_.begin() + recorded_count_, info) != recorded_.begin() + recorded_count_)
+      return;
+    if (bound_locally(*info, function)) return;
+    bool same_everywhere = true;  // whether any other read of the name records the same
+    auto record = [&](std::initializer_list<std::string_view> fields) {
+      add(fields);
+      if (same_everywhere && recorded_count_ < recorded_.size()) recorded_[recorded_count_++] = info;
+    };
+    if (const Binding* b = info->module) {
       if (b->kind == BindingKind::Import) {
         std::string q = m_.resolve_alias(name);
         // `import augment` then `augment.jitter(...)`: the dotted name.
-        if (q.find('.') == std::string::npos && pk == Kind::Attribute) q = m_.qualify(parent);
-        if (q.find('.') != std::string::npos) add(encode({"ref", q}));
+        // (The name is the attribute's object: qualify(parent) is q.NAME.)
+        if (q.find('.') == std::string::npos) {
+          same_everywhere = false;
+          if (kind_of(parent) == Kind::Attribute) {
+            q += '.';
+            q += attribute_name(m_, parent, n);
+          }
+        }
+        if (q.find('.') != std::string::npos) record({"ref", q});
         return;
       }
-      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add(encode({"ref", name}));
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) record({"ref", name});
       return;
     }
-    if (file_.is_module_function(name)) add(encode({"ref", name}));
+    if (info->module_function) record({"ref", name});
   }
 
   // Bound in the function holding the use or in one enclosing it, up to
   // this method or function.
-  bool bound_locally(std::string_view name, int function) const {
+  bool bound_locally(const FileIndex::Name& name, int function) const {
+    if (!file_.binds_anywhere(name)) return false;
     for (int fn = function; fn >= 0; fn = m_.functions()[fn].parent) {
-      if (file_.binds(fn, name)) return true;
+      if (file_.binds(name, fn)) return true;
       if (fn == index_) break;
     }
     return false;
@@ -587,7 +917,15 @@ class FunctionReads {
   const Function& f_;
   std::string self_;
   std::vector<std::string> out_;
-  std::set<std::string> seen_;
+  NameSet seen_;     // the values in out_, once it holds more than a few
+  std::string buf_;  // the value being recorded
+  // Module-level names whose read recorded a value that every read of the
+  // name records (when not shadowed by a local).
+  std::array<const FileIndex::Name*, 32> recorded_;
+  size_t recorded_count_ = 0;
+  // The first `self.X` reads recorded, as (X, method) in the source text.
+  std::array<std::pair<std::string_view, std::string_view>, 32> self_reads_;
+  size_t self_reads_count_ = 0;
   std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
 };
 
@@ -991,15 +1329,20 @@ class MissingWorkerInitFn final : public Check {
  private:
   static void collect_globals(CheckContext& ctx, const Model& m, const FileIndex& file) {
     ValueCollector values(m, file, nullptr);
-    std::map<std::string, const Binding*> sorted(file.module_names().begin(), file.module_names().end());
-    for (const auto& [name, b] : sorted) {
-      if (b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) continue;
-      std::vector<ValueRef> refs;
+    // In name order, as facts have always been recorded.
+    std::vector<const Binding*> sorted;
+    file.for_each_module_binding([&](const Binding* b) {
+      if (b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) sorted.push_back(b);
+    });
+    std::sort(sorted.begin(), sorted.end(), [](const Binding* a, const Binding* b) { return a->name < b->name; });
+    std::vector<ValueRef> refs;
+    for (const Binding* b : sorted) {
+      refs.clear();
       values.collect(b->value, "", refs);
       std::vector<std::string> encoded;
       for (const auto& r : refs)
         if (r.kind != 'P') encoded.push_back(r.encoded());
-      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), name, b->statement, std::move(encoded));
+      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), b->name, b->statement, std::move(encoded));
     }
   }
 
