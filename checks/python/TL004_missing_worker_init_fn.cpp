@@ -263,52 +263,6 @@ std::string_view attribute_name(const Model& m, TSNode attr, TSNode object) {
   return m.text(field(attr, "attribute"));
 }
 
-// The first and the last field of a call (`function`, `arguments`) or of a
-// keyword argument (`name`, `value`) are its first and last children: a
-// comment may sit between them, never before the first or after the last.
-TSNode first_child(TSNode n) {
-  TSNode c = ts_node_child(n, 0);
-  return kind_of(c) == Kind::Comment ? TSNode{} : c;
-}
-TSNode last_child(TSNode n) {
-  uint32_t count = ts_node_child_count(n);
-  TSNode c = count ? ts_node_child(n, count - 1) : TSNode{};
-  return kind_of(c) == Kind::Comment ? TSNode{} : c;
-}
-TSNode call_function(TSNode call) {
-  TSNode c = first_child(call);
-  return is_null(c) ? field(call, "function") : c;
-}
-TSNode call_arguments(TSNode call) {
-  TSNode c = last_child(call);
-  Kind k = kind_of(c);
-  return k == Kind::ArgumentList || k == Kind::GeneratorExpression ? c : field(call, "arguments");
-}
-TSNode keyword_name(TSNode keyword) {
-  TSNode c = first_child(keyword);
-  return kind_of(c) == Kind::Identifier ? c : field(keyword, "name");
-}
-TSNode keyword_value(TSNode keyword) {
-  TSNode c = last_child(keyword);
-  return is_null(c) || !ts_node_is_named(c) ? field(keyword, "value") : c;
-}
-
-// Model::qualify(n), for a name or a plain dotted name from its text.
-std::string qualify(const Model& m, TSNode n) {
-  Kind k = kind_of(n);
-  if (k == Kind::Identifier) return m.resolve_alias(m.text(n));
-  if (k == Kind::Attribute) {
-    std::string_view t = m.text(n);
-    if (plain_dotted(t)) {
-      size_t dot = t.find('.');
-      std::string out = m.resolve_alias(t.substr(0, dot));
-      out += t.substr(dot);
-      return out;
-    }
-  }
-  return m.qualify(n);
-}
-
 // ---------------------------------------------------------------------------
 // Where a value comes from: a generator constructor, an object of some class,
 // a module-level name or function (resolved through the index), or a
@@ -567,7 +521,7 @@ class ValueCollector {
         }
         const Binding* b = file_.module_binding(head_name);
         if (!b || b->kind != BindingKind::Import) return;
-        if (std::string q = qualify(m_, expr); !q.empty()) out.push_back({'R', {std::move(q)}});
+        if (std::string q = m_.qualify(expr); !q.empty()) out.push_back({'R', {std::move(q)}});
         return;
       }
       case Kind::ConditionalExpression:
@@ -599,7 +553,7 @@ class ValueCollector {
       if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
         return call(inner, std::move(path), out, depth);
     }
-    std::string callee = qualify(m_, func);
+    std::string callee = m_.qualify(func);
     if (std::string_view kind = generator_kind(callee); !kind.empty()) {
       // The assignment holding it reads best: `self.rng = np.random.default_rng(0)`.
       TSNode shown = expr;
@@ -791,7 +745,7 @@ class FunctionReads {
         Kind rk = kind_of(recv);
         if (!self_.empty() && rk == Kind::Identifier && m_.text(recv) == self_) {
           add({"callself", c.method});
-        } else if (rk == Kind::Call && qualify(m_, unparenthesize(field(recv, "function"))) == "super") {
+        } else if (rk == Kind::Call && m_.qualify(unparenthesize(field(recv, "function"))) == "super") {
           add({"super", c.method});
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
           std::string q = m_.qualify(recv);

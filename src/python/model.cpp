@@ -479,12 +479,12 @@ struct Model::Builder {
   void on_call(TSNode node) {
     Call c;
     c.node = node;
-    c.func = field(node, "function");
-    c.args = field(node, "arguments");
+    c.func = call_function(node);
+    c.args = call_arguments(node);
     c.callee = m.qualify(c.func);
     if (kind_of(c.func) == Kind::Attribute) {
-      c.method = std::string(m.text(field(c.func, "attribute")));
-      c.receiver = field(c.func, "object");
+      c.method = std::string(m.text(attribute_name(c.func)));
+      c.receiver = attribute_object(c.func);
     }
     c.function = current_function();
     c.loop = current_loop();
@@ -614,13 +614,43 @@ TSParser* thread_parser() {
 
 }  // namespace
 
+// The model's largest tables keep their storage from file to file, one set
+// per thread: a file's references, bindings and calls are written into memory
+// the previous file warmed, instead of into fresh pages that each vector
+// doubling copies again. A table grown past kKeepBytes by a huge file is
+// given back rather than kept.
+template <class T>
+std::vector<T>& recycled() {
+  thread_local std::vector<T> storage;
+  return storage;
+}
+
+template <class T>
+void take_storage(std::vector<T>& v) {
+  v.swap(recycled<T>());
+  v.clear();
+}
+
+template <class T>
+void give_back_storage(std::vector<T>& v) {
+  constexpr size_t kKeepBytes = size_t{32} << 20;
+  v.clear();
+  if (v.capacity() * sizeof(T) <= kKeepBytes && v.capacity() > recycled<T>().capacity()) v.swap(recycled<T>());
+}
+
 Model::Model(std::string_view text, const Config& config) : source_(text), config_(config) {
   tree_ = ts_parser_parse_string(thread_parser(), nullptr, text.data(), static_cast<uint32_t>(text.size()));
   if (!tree_) throw std::runtime_error("the parser gave up on this file");
+  take_storage(references_);
+  take_storage(bindings_);
+  take_storage(calls_);
   Builder(*this).run();
 }
 
 Model::~Model() {
+  give_back_storage(references_);
+  give_back_storage(bindings_);
+  give_back_storage(calls_);
   if (tree_) ts_tree_delete(tree_);
 }
 
@@ -667,8 +697,48 @@ std::string Model::resolve_alias(std::string_view local) const {
   return it == aliases_.end() ? std::string(local) : it->second;
 }
 
+namespace {
+
+// Whether `t` is written as a plain dotted name, `a.b.c`: ASCII identifier
+// characters and single dots, no component starting with a digit, and a
+// head that is not None, True or False (those are not names). An attribute
+// chain written so has no parentheses, call, subscript, comment or line
+// break inside it, so its text says all that walking it would.
+bool plain_dotted_name(std::string_view t) {
+  if (t.empty()) return false;
+  bool component_start = true;
+  for (char ch : t) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c == '.') {
+      if (component_start) return false;
+      component_start = true;
+      continue;
+    }
+    bool digit = c >= '0' && c <= '9';
+    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!letter && !(digit && !component_start)) return false;
+    component_start = false;
+  }
+  if (component_start) return false;
+  std::string_view head = t.substr(0, t.find('.'));
+  return head != "None" && head != "True" && head != "False";
+}
+
+}  // namespace
+
 std::string Model::qualify(TSNode n) const {
   n = unparenthesize(n);
+  if (kind_of(n) == Kind::Attribute) {
+    std::string_view t = text(n);
+    size_t dot = t.find('.');
+    if (dot != std::string_view::npos && plain_dotted_name(t)) {
+      auto alias = aliases_.find(t.substr(0, dot));
+      if (alias == aliases_.end()) return std::string(t);
+      std::string out = alias->second;
+      out += t.substr(dot);
+      return out;
+    }
+  }
   // Walk down the object chain iteratively: a.b.c.d. The attribute names go
   // to a small buffer on the stack, to the heap only for very long chains.
   constexpr size_t kInline = 8;
@@ -676,11 +746,11 @@ std::string Model::qualify(TSNode n) const {
   std::vector<std::string_view> more_parts;
   size_t count = 0;
   while (kind_of(n) == Kind::Attribute) {
-    std::string_view part = text(field(n, "attribute"));
+    std::string_view part = text(attribute_name(n));
     if (count < kInline) parts[count] = part;
     else more_parts.push_back(part);
     ++count;
-    n = unparenthesize(field(n, "object"));
+    n = unparenthesize(attribute_object(n));
   }
   if (kind_of(n) != Kind::Identifier) return {};
   std::string_view head = text(n);

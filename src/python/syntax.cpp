@@ -155,6 +155,52 @@ LentCursor::LentCursor(TSNode n) {
   ++depth_;
 }
 
+namespace {
+
+TSNode first_child(TSNode n) {
+  TSNode c = ts_node_child(n, 0);
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+
+TSNode last_child(TSNode n) {
+  uint32_t count = ts_node_child_count(n);
+  TSNode c = count ? ts_node_child(n, count - 1) : TSNode{};
+  return kind_of(c) == Kind::Comment ? TSNode{} : c;
+}
+
+}  // namespace
+
+TSNode call_function(TSNode call) {
+  TSNode c = first_child(call);
+  return is_null(c) ? field(call, "function") : c;
+}
+
+TSNode call_arguments(TSNode call) {
+  TSNode c = last_child(call);
+  Kind k = kind_of(c);
+  return k == Kind::ArgumentList || k == Kind::GeneratorExpression ? c : field(call, "arguments");
+}
+
+TSNode keyword_name(TSNode keyword) {
+  TSNode c = first_child(keyword);
+  return kind_of(c) == Kind::Identifier ? c : field(keyword, "name");
+}
+
+TSNode keyword_value(TSNode keyword) {
+  TSNode c = last_child(keyword);
+  return is_null(c) || !ts_node_is_named(c) ? field(keyword, "value") : c;
+}
+
+TSNode attribute_object(TSNode attribute) {
+  TSNode c = first_child(attribute);
+  return is_null(c) || !ts_node_is_named(c) ? field(attribute, "object") : c;
+}
+
+TSNode attribute_name(TSNode attribute) {
+  TSNode c = last_child(attribute);
+  return kind_of(c) == Kind::Identifier && ts_node_child_count(attribute) >= 3 ? c : field(attribute, "attribute");
+}
+
 TSNode child_of_kind(TSNode n, Kind k) {
   TSNode found{};
   for_each_named_child(n, [&](TSNode c) {

@@ -155,6 +155,19 @@ class FieldName {
 extern const std::array<TSFieldId, kFieldCount> kFieldIds;
 
 inline TSNode field(TSNode n, FieldName name) { return ts_node_child_by_field_id(n, kFieldIds[name.index()]); }
+
+// The fields of the commonest nodes, found faster than field() finds them
+// (it searches the node's children and their field map) and always agreeing
+// with it: a call's `function` and `arguments`, a keyword argument's `name`
+// and `value`, an attribute's `object` and `attribute` are the node's first
+// and last children. A comment may sit between them, never before the first
+// or after the last; when one does appear there, field() answers.
+TSNode call_function(TSNode call);
+TSNode call_arguments(TSNode call);
+TSNode keyword_name(TSNode keyword);
+TSNode keyword_value(TSNode keyword);
+TSNode attribute_object(TSNode attribute);
+TSNode attribute_name(TSNode attribute);
 // The first named child of the given kind, or a null node.
 TSNode child_of_kind(TSNode n, Kind k);
 // The node with parentheses peeled off.

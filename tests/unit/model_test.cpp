@@ -1068,3 +1068,97 @@ TEST(Syntax, SymbolTablesAgreeWithTheLibrary) {
   EXPECT_GT(nodes, 150u);
   EXPECT_GE(errors, 1u);
 }
+
+// A dotted name written plainly is qualified from its text; written any other
+// way (spaces, a comment, a line break, parentheses inside, a call or a
+// subscript in the chain, a constant at its head) the chain is walked. Both
+// give the same names.
+TEST(ModelAliases, QualifiedFromTheTextOrByWalkingTheChain) {
+  Program p(R"(import torch as T
+from torch import nn as N2
+a = T.nn.Linear
+b = T . nn . Linear
+c = (T
+     .nn  # the layers
+     .Linear)
+d = (T).nn.Linear
+e = T.nn.Linear2d.x_1
+f = N2.Module
+g = T.load(p).state
+h = T.xs[0].y
+i = None.x
+j = self.enc.rnn
+k = É.x
+)");
+  const Model& m = p.model();
+  auto q = [&](std::string_view name) { return m.qualify(p.binding(std::string(name), std::string(name) + " = ")->value); };
+  EXPECT_EQ(q("a"), "torch.nn.Linear");
+  EXPECT_EQ(q("b"), "torch.nn.Linear");
+  EXPECT_EQ(q("c"), "torch.nn.Linear");
+  EXPECT_EQ(q("d"), "torch.nn.Linear");
+  EXPECT_EQ(q("e"), "torch.nn.Linear2d.x_1");
+  EXPECT_EQ(q("f"), "torch.nn.Module");
+  EXPECT_EQ(q("g"), "");
+  EXPECT_EQ(q("h"), "");
+  EXPECT_EQ(q("i"), "");
+  EXPECT_EQ(q("j"), "self.enc.rnn");
+  EXPECT_EQ(q("k"), "É.x");
+}
+
+// The shortcuts to the fields of calls, keyword arguments and attributes give
+// what field() gives, for every such node of a program that puts comments,
+// line breaks and parentheses where they may go, and has a syntax error.
+TEST(Syntax, FieldShortcutsAgreeWithField) {
+  Program p(
+      "x = (model  # the model\n"
+      "     .encoder\n"
+      "     # the layer\n"
+      "     .rnn)(h,  # state\n"
+      "           key=value,  # keyword\n"
+      "           other = (a)\n"
+      "           .b)\n"
+      "y = f(i for i in xs)\n"
+      "z = (g)(1)(2).h[0].k(lr=\n"
+      "    0.1)\n"
+      "w = obj.\n"
+      "u = opt(lr=  # the rate\n"
+      "        0.1, momentum  # below\n"
+      "        = 0.9)\n"
+      "v = call(a=)\n");
+  const Model& m = p.model();
+  TSTreeCursor cursor = ts_tree_cursor_new(m.root());
+  size_t calls = 0, keywords = 0, attributes = 0;
+  for (bool done = false; !done;) {
+    TSNode n = ts_tree_cursor_current_node(&cursor);
+    SCOPED_TRACE(std::string(m.text(n)));
+    switch (kind_of(n)) {
+      case Kind::Call:
+        ++calls;
+        EXPECT_TRUE(ts_node_eq(call_function(n), field(n, "function")));
+        EXPECT_TRUE(ts_node_eq(call_arguments(n), field(n, "arguments")));
+        break;
+      case Kind::KeywordArgument:
+        ++keywords;
+        EXPECT_TRUE(ts_node_eq(keyword_name(n), field(n, "name")));
+        EXPECT_TRUE(ts_node_eq(keyword_value(n), field(n, "value")));
+        break;
+      case Kind::Attribute:
+        ++attributes;
+        EXPECT_TRUE(ts_node_eq(attribute_object(n), field(n, "object")));
+        EXPECT_TRUE(ts_node_eq(attribute_name(n), field(n, "attribute")));
+        break;
+      default: break;
+    }
+    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        done = true;
+        break;
+      }
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+  EXPECT_GE(calls, 6u);
+  EXPECT_GE(keywords, 3u);
+  EXPECT_GE(attributes, 6u);
+}
