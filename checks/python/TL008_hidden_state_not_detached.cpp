@@ -138,17 +138,22 @@ bool data_attribute_at(const Model& m, uint32_t at, std::optional<uint32_t> dot)
 // spaces, a comment or a line continuation) is asked of the tree once.
 void mark_data_reads(const Model& m, std::vector<char>& detaches) {
   std::string_view text = m.source().text();
+  const bool recovered = m.has_syntax_errors();
   for (size_t at = text.find("data"); at != std::string_view::npos; at = text.find("data", at + 1)) {
     if (at > 0 && identifier_byte(text[at - 1])) continue;
     if (at + 4 < text.size() && identifier_byte(text[at + 4])) continue;
     // Between an attribute's dot and its name there are only spaces, line
     // continuations and comments: back over the first two, then a dot, or
-    // the end of a line holding a comment, or a byte of a wider space.
+    // the end of a line holding a comment, or a byte of a wider space. A tree
+    // with syntax errors may hold anything there (`h.?data` recovers as an
+    // attribute named `data`): the tree alone decides.
     auto space = [](char c) { return c == ' ' || c == '\t' || c == '\f' || c == '\v'; };
     size_t p = at;
     while (p > 0 && space(text[p - 1])) --p;
     std::optional<uint32_t> dot;
-    if (p > 0 && text[p - 1] == '.') {
+    if (recovered) {
+      // no filter
+    } else if (p > 0 && text[p - 1] == '.') {
       dot = static_cast<uint32_t>(p - 1);
     } else {
       if (p == 0) continue;

@@ -614,29 +614,44 @@ TSParser* thread_parser() {
 
 }  // namespace
 
+namespace {
+
 // The model's largest tables keep their storage from file to file, one set
 // per thread: a file's references, bindings and calls are written into memory
 // the previous file warmed, instead of into fresh pages that each vector
 // doubling copies again. A table grown past kKeepBytes by a huge file is
-// given back rather than kept.
+// given back rather than kept. A model that outlives its thread's storage
+// (destroyed during thread exit) keeps its own and frees it.
 template <class T>
-std::vector<T>& recycled() {
-  thread_local std::vector<T> storage;
-  return storage;
+struct Recycled {
+  std::vector<T> storage;
+  bool alive = true;
+  ~Recycled() { alive = false; }
+};
+
+template <class T>
+Recycled<T>& recycled() {
+  thread_local Recycled<T> r;
+  return r;
 }
 
 template <class T>
 void take_storage(std::vector<T>& v) {
-  v.swap(recycled<T>());
+  Recycled<T>& r = recycled<T>();
+  if (!r.alive) return;
+  v.swap(r.storage);
   v.clear();
 }
 
 template <class T>
-void give_back_storage(std::vector<T>& v) {
+void give_back_storage(std::vector<T>& v) noexcept {
   constexpr size_t kKeepBytes = size_t{32} << 20;
   v.clear();
-  if (v.capacity() * sizeof(T) <= kKeepBytes && v.capacity() > recycled<T>().capacity()) v.swap(recycled<T>());
+  Recycled<T>& r = recycled<T>();
+  if (r.alive && v.capacity() * sizeof(T) <= kKeepBytes && v.capacity() > r.storage.capacity()) v.swap(r.storage);
 }
+
+}  // namespace
 
 Model::Model(std::string_view text, const Config& config) : source_(text), config_(config) {
   tree_ = ts_parser_parse_string(thread_parser(), nullptr, text.data(), static_cast<uint32_t>(text.size()));
@@ -644,7 +659,17 @@ Model::Model(std::string_view text, const Config& config) : source_(text), confi
   take_storage(references_);
   take_storage(bindings_);
   take_storage(calls_);
-  Builder(*this).run();
+  try {
+    Builder(*this).run();
+  } catch (...) {
+    // No destructor runs for a constructor that throws: free the tree here.
+    give_back_storage(references_);
+    give_back_storage(bindings_);
+    give_back_storage(calls_);
+    ts_tree_delete(tree_);
+    tree_ = nullptr;
+    throw;
+  }
 }
 
 Model::~Model() {

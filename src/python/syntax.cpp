@@ -128,12 +128,15 @@ std::array<TSFieldId, kFieldCount> field_ids() {
 
 const TSLanguage* language() { return tree_sitter_python(); }
 
-const std::vector<Kind> kKindBySymbol = kinds_by_symbol();
-const std::vector<bool> kNamedBySymbol = named_by_symbol();
+// Built before any other namespace-scope object of the program (the lowest
+// priority GCC and Clang leave to programs): nothing can ask a node's kind or
+// field while these tables are still empty.
+__attribute__((init_priority(101))) const std::vector<Kind> kKindBySymbol = kinds_by_symbol();
+__attribute__((init_priority(101))) const std::vector<bool> kNamedBySymbol = named_by_symbol();
 
 // Id 0 (a name the grammar lacks) makes ts_node_child_by_field_id give a null
 // node; a test checks that every name is the grammar's.
-const std::array<TSFieldId, kFieldCount> kFieldIds = field_ids();
+__attribute__((init_priority(101))) const std::array<TSFieldId, kFieldCount> kFieldIds = field_ids();
 
 thread_local unsigned LentCursor::depth_ = 0;
 
