@@ -958,6 +958,23 @@ j = (T.zeros)
   EXPECT_EQ(p.binding("T", "import torch as T")->kind, BindingKind::Import);
 }
 
+// Calls `f` for every node under `root`, named or not, in pre-order.
+template <class F>
+void for_each_node(TSNode root, F&& f) {
+  TSTreeCursor cursor = ts_tree_cursor_new(root);
+  for (bool done = false; !done;) {
+    f(ts_tree_cursor_current_node(&cursor));
+    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
+    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
+      if (!ts_tree_cursor_goto_parent(&cursor)) {
+        done = true;
+        break;
+      }
+    }
+  }
+  ts_tree_cursor_delete(&cursor);
+}
+
 }  // namespace
 
 // for_each_named_child answers exactly what ts_node_named_child(n, i) does,
@@ -1047,24 +1064,14 @@ TEST(Syntax, SymbolTablesAgreeWithTheLibrary) {
       "class C(B, metaclass=M):\n"
       "    def g(self): x = = 1\n");
   const Model& m = p.model();
-  TSTreeCursor cursor = ts_tree_cursor_new(m.root());
   size_t nodes = 0, errors = 0;
-  for (bool done = false; !done;) {
-    TSNode n = ts_tree_cursor_current_node(&cursor);
+  for_each_node(m.root(), [&](TSNode n) {
     ++nodes;
     TSSymbol sym = ts_node_symbol(n);
     SCOPED_TRACE(ts_node_type(n));
     EXPECT_EQ(symbol_is_named(sym), ts_node_is_named(n));
     if (kind_of(n) == Kind::Error) ++errors;
-    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
-    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
-      if (!ts_tree_cursor_goto_parent(&cursor)) {
-        done = true;
-        break;
-      }
-    }
-  }
-  ts_tree_cursor_delete(&cursor);
+  });
   EXPECT_GT(nodes, 150u);
   EXPECT_GE(errors, 1u);
 }
@@ -1126,10 +1133,8 @@ TEST(Syntax, FieldShortcutsAgreeWithField) {
       "        = 0.9)\n"
       "v = call(a=)\n");
   const Model& m = p.model();
-  TSTreeCursor cursor = ts_tree_cursor_new(m.root());
   size_t calls = 0, keywords = 0, attributes = 0;
-  for (bool done = false; !done;) {
-    TSNode n = ts_tree_cursor_current_node(&cursor);
+  for_each_node(m.root(), [&](TSNode n) {
     SCOPED_TRACE(std::string(m.text(n)));
     switch (kind_of(n)) {
       case Kind::Call:
@@ -1149,15 +1154,7 @@ TEST(Syntax, FieldShortcutsAgreeWithField) {
         break;
       default: break;
     }
-    if (ts_tree_cursor_goto_first_child(&cursor)) continue;
-    while (!ts_tree_cursor_goto_next_sibling(&cursor)) {
-      if (!ts_tree_cursor_goto_parent(&cursor)) {
-        done = true;
-        break;
-      }
-    }
-  }
-  ts_tree_cursor_delete(&cursor);
+  });
   EXPECT_GE(calls, 6u);
   EXPECT_GE(keywords, 3u);
   EXPECT_GE(attributes, 6u);
