@@ -132,11 +132,6 @@ std::string encode(std::initializer_list<std::string_view> fields) {
   return out;
 }
 
-// ASCII letters, digits and `_`, without the locale lookups of std::isalnum.
-constexpr bool word_char(char ch) {
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
-}
-
 // Whether the source text of an expression may hold a name: an identifier
 // outside string literals and comments, other than True, False and None.
 // The values ValueCollector records all start from a name, so a table of
@@ -174,10 +169,10 @@ bool may_hold_name(std::string_view t) {
         }
       }
     } else if (c >= '0' && c <= '9') {
-      while (i < n && (word_char(t[i]) || t[i] == '.')) ++i;  // 0x1F, 1e5, 2j, 1_000, 1.5
-    } else if (word_char(c)) {
+      while (i < n && (word_byte(t[i]) || t[i] == '.')) ++i;  // 0x1F, 1e5, 2j, 1_000, 1.5
+    } else if (word_byte(c)) {
       size_t start = i;
-      while (i < n && word_char(t[i])) ++i;
+      while (i < n && word_byte(t[i])) ++i;
       std::string_view w = t.substr(start, i - start);
       if (i < n && (t[i] == '"' || t[i] == '\'')) {
         if (!string_prefix(w)) return true;
@@ -230,37 +225,6 @@ std::string one_line(const Model& m, TSNode n) {
   std::string_view t = m.text(n);
   if (t.find('\n') != std::string_view::npos || t.size() > 100) return {};
   return std::string(t);
-}
-
-// field() searches a node's children, a costly lookup when asked for every
-// name read; the usual shapes are read from the source text instead.
-
-// Whether `t` is a plain dotted name, `a.b.c`, without spaces or comments.
-bool plain_dotted(std::string_view t) {
-  if (t.empty() || !word_char(t[0]) || (t[0] >= '0' && t[0] <= '9') || t.back() == '.') return false;
-  char prev = 0;
-  for (char ch : t) {
-    if (ch == '.' ? prev == '.' : !word_char(ch)) return false;
-    prev = ch;
-  }
-  return true;
-}
-
-// The name of the attribute `attr` whose object is `object`.
-std::string_view attribute_name(const Model& m, TSNode attr, TSNode object) {
-  std::string_view t = m.text(attr);
-  size_t i = end_byte(object) - start_byte(attr);
-  auto skip_blanks = [&] {
-    while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
-  };
-  skip_blanks();
-  if (i < t.size() && t[i] == '.') {
-    ++i;
-    skip_blanks();
-    std::string_view name = t.substr(i);
-    if (plain_dotted(name) && name.find('.') == std::string_view::npos) return name;
-  }
-  return m.text(field(attr, "attribute"));
 }
 
 // ---------------------------------------------------------------------------
@@ -511,7 +475,7 @@ class ValueCollector {
       case Kind::Attribute: {
         // module.NAME, where `module` is an imported module.
         std::string_view head_name = m_.text(expr);
-        if (plain_dotted(head_name)) {
+        if (plain_dotted_name(head_name)) {
           head_name = head_name.substr(0, head_name.find('.'));
         } else {
           TSNode head = expr;
@@ -786,7 +750,7 @@ class FunctionReads {
       // An identifier under an attribute, starting where it starts, is its object.
       if (!self_.empty() && start_byte(r.parent) == start_byte(r.node) && kind_of(r.parent) == Kind::Attribute &&
           m_.text(r.node) == self_) {
-        self_read(r.node, r.parent, r.grandparent, r.great_grandparent);
+        self_read(r.parent, r.grandparent, r.great_grandparent);
         continue;
       }
       identifier(r.node, r.parent, r.function);
@@ -796,16 +760,16 @@ class FunctionReads {
   // `self.X` read as `self.X.m(...)`, `self.X[i]`, `self.X(...)` or passed on.
   // The object of an attribute or subscript, and the function of a call,
   // start where their parent starts.
-  void self_read(TSNode self, TSNode n, TSNode parent, TSNode grandparent) {
+  void self_read(TSNode n, TSNode parent, TSNode grandparent) {
     // Part of a target (`self.rng.bit_generator.state = ...`): a write,
     // recorded by writes().
     if (targets_.count(start_byte(n))) return;
-    std::string_view attr = attribute_name(m_, n, self);
+    std::string_view attr = m_.text(attribute_name(n));
     std::string_view method;
     bool leads = !is_null(parent) && start_byte(parent) == start_byte(n);
     if (leads && kind_of(parent) == Kind::Attribute && kind_of(grandparent) == Kind::Call &&
         start_byte(grandparent) == start_byte(parent))
-      method = attribute_name(m_, parent, n);
+      method = m_.text(attribute_name(parent));
     else if (leads && kind_of(parent) == Kind::Subscript)
       method = "__getitem__";
     if (one_of(method, kReseedMethods)) return;  // recorded by calls()
@@ -842,7 +806,7 @@ class FunctionReads {
           same_everywhere = false;
           if (kind_of(parent) == Kind::Attribute) {
             q += '.';
-            q += attribute_name(m_, parent, n);
+            q += m_.text(attribute_name(parent));
           }
         }
         if (q.find('.') != std::string::npos) record({"ref", q});

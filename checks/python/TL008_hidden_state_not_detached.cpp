@@ -96,10 +96,6 @@ int callee_function(const Model& m, const NameMap<int>& functions, const Call& c
   return it == functions.end() ? -1 : it->second;
 }
 
-bool identifier_byte(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-}
-
 // Whether the `data` at [at, at + 4) of the source is the attribute name of
 // an attribute node: the tree, walked down to the leaf there, decides.
 // `dot`, when known, is a dot before it on its line with only spaces
@@ -140,8 +136,8 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
   std::string_view text = m.source().text();
   const bool recovered = m.has_syntax_errors();
   for (size_t at = text.find("data"); at != std::string_view::npos; at = text.find("data", at + 1)) {
-    if (at > 0 && identifier_byte(text[at - 1])) continue;
-    if (at + 4 < text.size() && identifier_byte(text[at + 4])) continue;
+    if (at > 0 && word_byte(text[at - 1])) continue;
+    if (at + 4 < text.size() && word_byte(text[at + 4])) continue;
     // Between an attribute's dot and its name there are only spaces, line
     // continuations and comments: back over the first two, then a dot, or
     // the end of a line holding a comment, or a byte of a wider space. A tree
@@ -151,11 +147,9 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
     size_t p = at;
     while (p > 0 && space(text[p - 1])) --p;
     std::optional<uint32_t> dot;
-    if (recovered) {
-      // no filter
-    } else if (p > 0 && text[p - 1] == '.') {
+    if (!recovered && p > 0 && text[p - 1] == '.') {
       dot = static_cast<uint32_t>(p - 1);
-    } else {
+    } else if (!recovered) {
       if (p == 0) continue;
       unsigned char before = static_cast<unsigned char>(text[p - 1]);
       if (before != '\n' && before != '\r' && before < 0x80) continue;

@@ -569,12 +569,11 @@ struct Model::Builder {
   void on_import(TSNode node) {
     bool from = kind_of(node) == Kind::ImportFromStatement;
     std::string module;
+    TSNode module_name = from ? field(node, "module_name") : TSNode{};
     if (from) {
-      TSNode mod = field(node, "module_name");
-      module = std::string(m.text(mod));
+      module = std::string(m.text(module_name));
       while (!module.empty() && module.front() == '.') module.erase(0, 1);
     }
-    TSNode module_name = from ? field(node, "module_name") : TSNode{};
     for_each_named_child(node, [&](TSNode child) {
       if (from && start_byte(child) == start_byte(module_name)) return;
       std::string name, local;
@@ -662,21 +661,19 @@ Model::Model(std::string_view text, const Config& config) : source_(text), confi
   try {
     Builder(*this).run();
   } catch (...) {
-    // No destructor runs for a constructor that throws: free the tree here.
-    give_back_storage(references_);
-    give_back_storage(bindings_);
-    give_back_storage(calls_);
-    ts_tree_delete(tree_);
-    tree_ = nullptr;
+    release();  // no destructor runs for a constructor that throws
     throw;
   }
 }
 
-Model::~Model() {
+Model::~Model() { release(); }
+
+void Model::release() noexcept {
   give_back_storage(references_);
   give_back_storage(bindings_);
   give_back_storage(calls_);
   if (tree_) ts_tree_delete(tree_);
+  tree_ = nullptr;
 }
 
 TSNode Model::root() const { return ts_tree_root_node(tree_); }
@@ -721,35 +718,6 @@ std::string Model::resolve_alias(std::string_view local) const {
   auto it = aliases_.find(local);
   return it == aliases_.end() ? std::string(local) : it->second;
 }
-
-namespace {
-
-// Whether `t` is written as a plain dotted name, `a.b.c`: ASCII identifier
-// characters and single dots, no component starting with a digit, and a
-// head that is not None, True or False (those are not names). An attribute
-// chain written so has no parentheses, call, subscript, comment or line
-// break inside it, so its text says all that walking it would.
-bool plain_dotted_name(std::string_view t) {
-  if (t.empty()) return false;
-  bool component_start = true;
-  for (char ch : t) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c == '.') {
-      if (component_start) return false;
-      component_start = true;
-      continue;
-    }
-    bool digit = c >= '0' && c <= '9';
-    bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!letter && !(digit && !component_start)) return false;
-    component_start = false;
-  }
-  if (component_start) return false;
-  std::string_view head = t.substr(0, t.find('.'));
-  return head != "None" && head != "True" && head != "False";
-}
-
-}  // namespace
 
 std::string Model::qualify(TSNode n) const {
   n = unparenthesize(n);

@@ -244,6 +244,8 @@ class Model {
   uint32_t positional_count(const Call& call) const;
 
  private:
+  // Gives the tables' storage back to the thread and frees the tree.
+  void release() noexcept;
   struct Builder;
   friend struct Builder;
 

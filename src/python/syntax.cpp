@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <deque>
 #include <vector>
 
 extern "C" const TSLanguage* tree_sitter_python();
@@ -138,24 +137,21 @@ __attribute__((init_priority(101))) const std::vector<bool> kNamedBySymbol = nam
 // node; a test checks that every name is the grammar's.
 __attribute__((init_priority(101))) const std::array<TSFieldId, kFieldCount> kFieldIds = field_ids();
 
-thread_local unsigned LentCursor::depth_ = 0;
-
-LentCursor::LentCursor(TSNode n) {
-  // Deques keep their elements in place as they grow: a cursor lent to an
-  // outer scope stays valid while inner scopes take new ones.
-  thread_local struct Pool {
-    std::deque<TSTreeCursor> cursors;
-    ~Pool() {
-      for (auto& c : cursors) ts_tree_cursor_delete(&c);
+bool plain_dotted_name(std::string_view t) {
+  if (t.empty()) return false;
+  bool component_start = true;
+  for (char c : t) {
+    if (c == '.') {
+      if (component_start) return false;
+      component_start = true;
+      continue;
     }
-  } pool;
-  if (depth_ == pool.cursors.size()) {
-    pool.cursors.push_back(ts_tree_cursor_new(n));
-  } else {
-    ts_tree_cursor_reset(&pool.cursors[depth_], n);
+    if (!word_byte(c) || (component_start && c >= '0' && c <= '9')) return false;
+    component_start = false;
   }
-  cursor_ = &pool.cursors[depth_];
-  ++depth_;
+  if (component_start) return false;
+  std::string_view head = t.substr(0, t.find('.'));
+  return head != "None" && head != "True" && head != "False";
 }
 
 namespace {

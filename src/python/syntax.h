@@ -173,22 +173,6 @@ TSNode child_of_kind(TSNode n, Kind k);
 // The node with parentheses peeled off.
 TSNode unparenthesize(TSNode n);
 
-// A tree cursor lent for the life of a scope. ts_tree_cursor_new allocates
-// its stack on each call; the lent ones are kept per thread and reset, and a
-// scope nested in another (a visitor that recurses) gets a cursor of its own.
-class LentCursor {
- public:
-  explicit LentCursor(TSNode n);
-  ~LentCursor() { --depth_; }
-  LentCursor(const LentCursor&) = delete;
-  LentCursor& operator=(const LentCursor&) = delete;
-  TSTreeCursor* get() const { return cursor_; }
-
- private:
-  static thread_local unsigned depth_;
-  TSTreeCursor* cursor_;
-};
-
 // Calls `f(child)` for each named child of `n`, in source order. Asking
 // ts_node_named_child(n, i) for each i starts from the first child every
 // time, quadratic over a wide node (a module of 2,000 statements, a table
@@ -200,18 +184,31 @@ void for_each_named_child(TSNode n, F&& f) {
     for (uint32_t i = 0; i < count; ++i) f(ts_node_named_child(n, i));
     return;
   }
-  LentCursor lent(n);
-  TSTreeCursor* cursor = lent.get();
-  if (!ts_tree_cursor_goto_first_child(cursor)) return;
-  do {
-    TSNode c = ts_tree_cursor_current_node(cursor);
-    if (ts_node_is_named(c)) f(c);
-  } while (ts_tree_cursor_goto_next_sibling(cursor));
+  TSTreeCursor cursor = ts_tree_cursor_new(n);
+  if (ts_tree_cursor_goto_first_child(&cursor)) {
+    do {
+      TSNode c = ts_tree_cursor_current_node(&cursor);
+      if (ts_node_is_named(c)) f(c);
+    } while (ts_tree_cursor_goto_next_sibling(&cursor));
+  }
+  ts_tree_cursor_delete(&cursor);
 }
 
 // Pushes the named children of `n` onto a work stack, last child first, so
 // that they are popped in source order.
 void push_named_children(TSNode n, std::vector<TSNode>& work);
+
+// ASCII letters, digits and `_`, without the locale lookups of std::isalnum.
+constexpr bool word_byte(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Whether `t` is written as a plain dotted name, `a.b.c` (or a lone name):
+// ASCII identifier characters and single dots, no component starting with a
+// digit, and a head that is not None, True or False (those are not names).
+// An attribute chain written so has no parentheses, call, subscript, comment
+// or line break inside it, so its text says all that walking it would.
+bool plain_dotted_name(std::string_view t);
 
 class SourceText {
  public:
