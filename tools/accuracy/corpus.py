@@ -72,7 +72,9 @@ def run(args) -> int:
             print(f"corpus: {tree}: no exported tree for {repo['repo']} at {repo['commit']}",
                   file=sys.stderr)
             return 2
-        cmd = [binary, "check", "--format", "json", "--exit-zero", *shlex.split(repo["extra_args"]), "."]
+        # `{trees}` in the extra arguments stands for --trees (include directories of the trees).
+        extra = shlex.split(repo["extra_args"].replace("{trees}", str(Path(args.trees).resolve())))
+        cmd = [binary, "check", "--format", "json", "--exit-zero", *extra, "."]
         start = time.monotonic()
         proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True)
         took = time.monotonic() - start
@@ -81,7 +83,7 @@ def run(args) -> int:
             rows.append({"repo": repo["repo"], "path": d["path"], "line": d["start"]["line"],
                          "column": d["start"]["column"], "rule": d["rule"]})
         errors = report.get("errors", [])
-        print(f"{repo['repo']}: {report['summary'].get('files', '?')} files, "
+        print(f"{repo['repo']}: {report['summary'].get('files_analyzed', '?')} files, "
               f"{len(report['diagnostics'])} findings, {len(errors)} errors, {took:.1f} s")
         for e in errors[: args.show_errors]:
             print(f"  error: {e['path']}: {e['message'][:200]}")
@@ -124,7 +126,8 @@ def tables() -> tuple[str, list[str]]:
     for name in repos:
         per_repo.setdefault(name, Counter())
     parts = [BEGIN, "", "Repositories (`right of judged` leaves the debatable ones out):", ""]
-    parts += [f"- {r['repo']} at {r['commit']}" + (f" (`{r['extra_args']}`)" if r["extra_args"] else "")
+    parts += [f"- {r['repo']} at {r['commit']}" + (" (with include directories: see repos.tsv)"
+                                                     if r["extra_args"] else "")
               for r in repos.values()]
     parts += [""] + rows(per_repo, "repository") + ["", "Per rule:", ""] + rows(per_rule, "rule")
     parts += ["", "Every finding, with its verdict and the mechanism:", "",
