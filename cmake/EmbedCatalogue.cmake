@@ -1,6 +1,12 @@
-# Writes a C++ source that embeds every rules/*.toml catalogue entry.
-# Usage: cmake -DRULES_DIR=... -DOUTPUT=... -P EmbedCatalogue.cmake
+# Writes a C++ source that embeds every *.toml file of a directory: the rule
+# catalogue (rules/) or the library models (models/), as (file name, text) pairs
+# returned by FUNCTION (default: embedded_catalogue_entries).
+# Usage: cmake -DRULES_DIR=... -DOUTPUT=... [-DFUNCTION=...] -P EmbedCatalogue.cmake
+if(NOT FUNCTION)
+  set(FUNCTION embedded_catalogue_entries)
+endif()
 file(GLOB entries "${RULES_DIR}/*.toml")
+get_filename_component(dir_name "${RULES_DIR}" NAME)
 list(SORT entries)
 set(body "")
 foreach(entry IN LISTS entries)
@@ -12,13 +18,13 @@ foreach(entry IN LISTS entries)
   endif()
   string(APPEND body "      {\"${name}\", R\"tlcat(${text})tlcat\"},\n")
 endforeach()
-set(content "// Generated from rules/*.toml by cmake/EmbedCatalogue.cmake. Do not edit.
+set(content "// Generated from ${dir_name}/*.toml by cmake/EmbedCatalogue.cmake. Do not edit.
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace torchleak {
-const std::vector<std::pair<std::string, std::string>>& embedded_catalogue_entries() {
+const std::vector<std::pair<std::string, std::string>>& ${FUNCTION}() {
   static const std::vector<std::pair<std::string, std::string>> entries = {
 ${body}  };
   return entries;

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/catalogue.h"
+#include "core/library_models.h"
 
 namespace torchleak {
 
@@ -31,6 +33,11 @@ struct Config {
   std::vector<std::string> extra_losses;        // names of in-house loss functions
   std::vector<std::string> extra_optimizers;    // names of in-house optimizers
   std::vector<std::string> extra_data_parallel; // names of in-house DataParallel wrappers
+  // The user's model files (`models`), as written: relative to the configuration's directory.
+  std::vector<std::string> model_files;
+  // The library models: the shipped ones and `model_files`; null means the shipped ones.
+  std::shared_ptr<const LibraryModels> models;
+  const LibraryModels& library() const { return models ? *models : *LibraryModels::builtin(); }
   // C++ (LibTorch) sources: the directory of compile_commands.json (`-p`;
   // empty: searched upward from each file), arguments added to each compile
   // command (`--extra-arg`, `--extra-arg-before`), and where precompiled

@@ -176,6 +176,8 @@ class Reader {
         c.extra_optimizers = strings(node, key);
       } else if (key == "extra-data-parallel") {
         c.extra_data_parallel = strings(node, key);
+      } else if (key == "models") {
+        c.model_files = strings(node, key);
       } else {
         unknown(k);
       }
@@ -210,12 +212,28 @@ std::string display(const fs::path& absolute, const fs::path& cwd) {
   return absolute.generic_string();
 }
 
+// Loads the configuration's model files (relative to `dir`) over the shipped models.
+void attach_models(Config& c, const fs::path& dir) {
+  if (c.model_files.empty()) return;
+  std::vector<std::string> paths;
+  for (const auto& f : c.model_files) {
+    fs::path p(f);
+    paths.push_back((p.is_absolute() ? p : dir / p).lexically_normal().string());
+  }
+  try {
+    c.models = LibraryModels::with_files(paths);
+  } catch (const ModelError& e) {
+    throw ConfigError(fmt::format("{}: models: {}", c.source.empty() ? "the command line" : c.source, e.what()));
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string_view>& config_keys() {
   static const std::vector<std::string_view> keys = {
       "select",       "ignore",       "exclude",          "per-file-ignores",   "target-torch-version",
-      "oversized-layer-threshold", "extra-models", "extra-losses", "extra-optimizers", "extra-data-parallel"};
+      "oversized-layer-threshold", "extra-models", "extra-losses", "extra-optimizers", "extra-data-parallel",
+      "models"};
   return keys;
 }
 
@@ -304,6 +322,7 @@ Config layer_command_line(Config file, const Config& cli) {
   add(out.extra_losses, cli.extra_losses);
   add(out.extra_optimizers, cli.extra_optimizers);
   add(out.extra_data_parallel, cli.extra_data_parallel);
+  add(out.model_files, cli.model_files);
   out.per_file_ignores.insert(out.per_file_ignores.end(), cli.per_file_ignores.begin(), cli.per_file_ignores.end());
   // C++: how sources are compiled (-p, --extra-arg, --extra-arg-before).
   if (!cli.cpp_database_dir.empty()) out.cpp_database_dir = cli.cpp_database_dir;
@@ -339,6 +358,7 @@ const Config& ConfigResolver::for_directory(const fs::path& directory) {
     auto c = std::make_unique<Config>(layer_command_line(std::move(*parsed), command_line_));
     c->source = config_file_;
     c->root = cwd_.string();  // as ruff: --config's relative globs are relative to the working directory
+    attach_models(*c, file.parent_path());
     return *(by_file_[file.string()] = std::move(c));
   }
   std::error_code ec;
@@ -365,6 +385,7 @@ const Config& ConfigResolver::for_directory(const fs::path& directory) {
           c = std::make_unique<Config>(layer_command_line(std::move(*parsed), command_line_));
           c->source = display(candidate, cwd_);
           c->root = d.string();
+          attach_models(*c, d);
         }
         it = by_file_.emplace(key, std::move(c)).first;
       }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <optional>
 #include <stdexcept>
 
 #include "core/project_index.h"
@@ -132,7 +133,16 @@ struct Model::Builder {
   // ancestors.back() (cheaper than ts_node_parent, which descends from the root).
   std::vector<TSNode> ancestors;
 
-  explicit Builder(Model& model) : m(model) {}
+  const LibraryModels& library;
+  // Decorators and `with` items naming a function of this file, decided
+  // after the walk: {name, body start, body end}.
+  struct LocalGradUse {
+    std::string name;
+    uint32_t start, end;
+  };
+  std::vector<LocalGradUse> local_grad_uses;
+
+  explicit Builder(Model& model) : m(model), library(model.config_.library()) {}
 
   int current_function() const {
     for (auto it = stack.rbegin(); it != stack.rend(); ++it)
@@ -200,9 +210,46 @@ struct Model::Builder {
       m.loop_outer_[i] = open.empty() ? -1 : open.back();
       open.push_back(static_cast<int>(i));
     }
+    sort_regions();
+    // Framework hooks run under the mode their framework gives them.
+    for (size_t f = 0; f < m.functions_.size(); ++f) {
+      Function& fn = m.functions_[f];
+      fn.hook = m.hook_model(static_cast<int>(f));
+      if (fn.hook && fn.hook->grad_mode == GradMode::Disabled)
+        m.regions_.push_back({start_byte(fn.body), end_byte(fn.body), GradState::Disabled});
+    }
+    // A context manager of this file (contextlib.contextmanager) that yields
+    // under a grad-disabled region disables grad where it is used.
+    std::vector<Region> decided;
+    for (const auto& use : local_grad_uses) {
+      const Function* f = m.find_function(use.name);
+      if (f && yields_with_grad_disabled(*f)) decided.push_back({use.start, use.end, GradState::Disabled});
+    }
+    m.regions_.insert(m.regions_.end(), decided.begin(), decided.end());
+    sort_regions();
+  }
+
+  void sort_regions() {
     std::sort(m.regions_.begin(), m.regions_.end(), [](const Region& a, const Region& b) {
       return a.start != b.start ? a.start < b.start : a.end > b.end;
     });
+  }
+
+  bool yields_with_grad_disabled(const Function& f) const {
+    bool contextmanager = std::any_of(f.decorators.begin(), f.decorators.end(), [](const std::string& d) {
+      return d == "contextlib.contextmanager" || d == "contextmanager";
+    });
+    if (!contextmanager) return false;
+    std::vector<TSNode> work{f.body};
+    while (!work.empty()) {
+      TSNode n = work.back();
+      work.pop_back();
+      Kind k = kind_of(n);
+      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+      if (std::string_view(ts_node_type(n)) == "yield") return m.grad_state(start_byte(n)) == GradState::Disabled;
+      push_named_children(n, work);
+    }
+    return false;
   }
 
   void enter(TSNode node, Kind kind) {
@@ -282,10 +329,16 @@ struct Model::Builder {
     int index = static_cast<int>(m.functions_.size());
     if (f.cls >= 0) m.classes_[f.cls].methods.push_back(index);
     for (const auto& d : f.decorators) {
-      if (d == "torch.no_grad" || d == "torch.inference_mode")
+      // What the decorator does to autograd, from the library models; a
+      // function of this file is decided after the walk, from its body.
+      const CallModel* model = library.call(d);
+      GradMode mode = model ? model->grad_mode : GradMode::Unchanged;
+      if (mode == GradMode::Disabled || mode == GradMode::InferenceArgument)
         m.regions_.push_back({start_byte(f.body), end_byte(f.body), GradState::Disabled});
-      else if (d == "torch.enable_grad")
+      else if (mode == GradMode::Enabled)
         m.regions_.push_back({start_byte(f.body), end_byte(f.body), GradState::Enabled});
+      else if (!model && d.find('.') == std::string::npos)
+        local_grad_uses.push_back({d, start_byte(f.body), end_byte(f.body)});
     }
     m.functions_.push_back(std::move(f));
     stack.push_back({FrameKind::Function, index, end_byte(node)});
@@ -368,31 +421,47 @@ struct Model::Builder {
     }
   }
 
+  // The first argument of a mode call, as GradState: True, False or a runtime value.
+  static TSNode first_argument(TSNode call) {
+    TSNode args = field(call, "arguments");
+    TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
+    if (!is_null(mode) && kind_of(mode) == Kind::KeywordArgument) mode = field(mode, "value");
+    return mode;
+  }
+
+  // The grad state a call of a mode context manager sets (Maybe: none it knows).
+  std::optional<GradState> mode_of_call(TSNode value) const {
+    if (kind_of(value) != Kind::Call) return std::nullopt;
+    const CallModel* model = library.call(m.qualify(field(value, "function")));
+    if (!model) return std::nullopt;
+    TSNode flag = first_argument(value);
+    switch (model->grad_mode) {
+      case GradMode::Disabled: return GradState::Disabled;
+      case GradMode::Enabled: return GradState::Enabled;
+      case GradMode::InferenceArgument:  // inference_mode(mode=True)
+        if (is_null(flag)) return GradState::Disabled;
+        return kind_of(flag) == Kind::False ? GradState::Enabled
+               : kind_of(flag) == Kind::True ? GradState::Disabled
+                                             : GradState::Maybe;
+      case GradMode::Argument:  // set_grad_enabled(flag)
+        return kind_of(flag) == Kind::False ? GradState::Disabled
+               : kind_of(flag) == Kind::True ? GradState::Enabled
+                                             : GradState::Maybe;
+      case GradMode::Unchanged: return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
   void grad_region_for(TSNode value, TSNode body) {
     if (kind_of(value) != Kind::Call) return;
-    std::string callee = m.qualify(field(value, "function"));
-    Region r{start_byte(body), end_byte(body), GradState::Disabled};
-    if (callee == "torch.no_grad" || callee == "torch.autograd.no_grad") {
-    } else if (callee == "torch.inference_mode" || callee == "torch.autograd.grad_mode.inference_mode") {
-      TSNode args = field(value, "arguments");
-      TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
-      if (!is_null(mode) && kind_of(mode) == Kind::KeywordArgument) mode = field(mode, "value");
-      if (!is_null(mode)) r.state = kind_of(mode) == Kind::False ? GradState::Enabled
-                                    : kind_of(mode) == Kind::True ? GradState::Disabled
-                                                                  : GradState::Maybe;
-    } else if (callee == "torch.enable_grad") {
-      r.state = GradState::Enabled;
-    } else if (callee == "torch.set_grad_enabled" || callee == "torch.autograd.set_grad_enabled") {
-      TSNode args = field(value, "arguments");
-      TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
-      if (!is_null(mode) && kind_of(mode) == Kind::KeywordArgument) mode = field(mode, "value");
-      r.state = kind_of(mode) == Kind::False ? GradState::Disabled
-                : kind_of(mode) == Kind::True ? GradState::Enabled
-                                              : GradState::Maybe;
-    } else {
+    if (std::optional<GradState> state = mode_of_call(value)) {
+      m.regions_.push_back({start_byte(body), end_byte(body), *state});
       return;
     }
-    m.regions_.push_back(r);
+    // `with my_no_grad():` where my_no_grad is a function of this file: decided after the walk.
+    TSNode func = field(value, "function");
+    if (kind_of(func) == Kind::Identifier)
+      local_grad_uses.push_back({std::string(m.text(func)), start_byte(body), end_byte(body)});
   }
 
   void on_assignment(TSNode node) {
@@ -511,14 +580,22 @@ struct Model::Builder {
     // `torch.set_grad_enabled(False)` as a statement: off until the end of
     // the enclosing block, or a later `torch.set_grad_enabled(True)`.
     // (ts_node_parent costs the node's depth: asked only of these calls.)
-    bool sets_grad = c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled";
-    TSNode statement = sets_grad ? ts_node_parent(node) : TSNode{};
+    // `stack.enter_context(torch.no_grad())` on a contextlib.ExitStack: the
+    // same, until the end of the block (the `with ExitStack()` body).
+    const CallModel* model = c.callee.empty() ? nullptr : library.call(c.callee);
+    bool sets_grad = model && model->grad_mode == GradMode::Argument;
+    std::optional<GradState> entered;
+    if (c.method == "enter_context" && ts_node_named_child_count(c.args) == 1)
+      entered = mode_of_call(unparenthesize(ts_node_named_child(c.args, 0)));
+    TSNode statement = sets_grad || entered ? ts_node_parent(node) : TSNode{};
     if (sets_grad && kind_of(statement) == Kind::ExpressionStatement && ts_node_named_child_count(c.args) == 1) {
       Kind flag = kind_of(ts_node_named_child(c.args, 0));
       GradState state = flag == Kind::False ? GradState::Disabled : flag == Kind::True ? GradState::Enabled
                                                                                     : GradState::Maybe;
       m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), state});
     }
+    if (entered && kind_of(statement) == Kind::ExpressionStatement)
+      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), *entered});
     m.calls_.push_back(std::move(c));
   }
 
@@ -864,6 +941,26 @@ ModuleAnswer Model::module_class(int cls, std::vector<std::string>* undecided) c
     }
   }
   return unknown ? ModuleAnswer::Unknown : ModuleAnswer::No;
+}
+
+const HookModel* Model::hook_model(int function) const {
+  if (function < 0) return nullptr;
+  const Function& f = functions_[static_cast<size_t>(function)];
+  if (f.cls < 0) return nullptr;
+  const LibraryModels& lib = library();
+  std::vector<int> work{f.cls};
+  std::unordered_set<int> seen;
+  while (!work.empty()) {
+    int c = work.back();
+    work.pop_back();
+    if (!seen.insert(c).second) continue;
+    for (const auto& base : classes_[static_cast<size_t>(c)].bases) {
+      if (const HookModel* h = lib.hook(base, f.name)) return h;
+      for (size_t i = 0; i < classes_.size(); ++i)
+        if (classes_[i].name == base) work.push_back(static_cast<int>(i));
+    }
+  }
+  return nullptr;
 }
 
 bool Model::function_has_decorator(int function, std::string_view qualified) const {

@@ -39,6 +39,9 @@ struct Function {
   int parent = -1;             // the enclosing function
   std::vector<std::string> params;
   std::vector<std::string> decorators;  // qualified: "torch.no_grad"
+  // The framework hook it overrides (Lightning's validation_step, ...), from
+  // the library models and the class's bases; null for none.
+  const HookModel* hook = nullptr;
 };
 
 struct Class {
@@ -183,6 +186,10 @@ class Model {
   // (qualified) go to `undecided`, for ProjectIndex::derives_from.
   ModuleAnswer module_class(int cls, std::vector<std::string>* undecided = nullptr) const;
   bool function_has_decorator(int function, std::string_view qualified) const;
+  // The framework hook `function` overrides: a method whose class derives
+  // (through bases of this file) from a class the library models give hooks.
+  const HookModel* hook_model(int function) const;
+  const LibraryModels& library() const { return config_.library(); }
 
   // --- loops ---
   int innermost_loop(uint32_t byte, int function) const;

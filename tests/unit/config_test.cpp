@@ -118,11 +118,11 @@ TEST(ConfigFileErrors, UnknownKeyNamesTheKnownOnesAndTheClosest) {
   EXPECT_EQ(parse_error("[tool.torchleak]\nselct = [\"TL001\"]\n", "pyproject.toml"),
             "pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: select, ignore, exclude, "
             "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, extra-losses, "
-            "extra-optimizers, extra-data-parallel); did you mean 'select'?");
+            "extra-optimizers, extra-data-parallel, models); did you mean 'select'?");
   EXPECT_EQ(parse_error("line-length = 100\n"),
             "torchleak.toml:1:1: key 'line-length': unknown key (expected one of: select, ignore, exclude, "
             "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, extra-losses, "
-            "extra-optimizers, extra-data-parallel)");
+            "extra-optimizers, extra-data-parallel, models)");
 }
 
 TEST(ConfigFileErrors, WrongTypes) {
@@ -356,7 +356,7 @@ TEST(ConfigDiscovery, ABadFileIsAnErrorNamingIt) {
     if (file.rfind("..", 0) == 0) file = (t.path() / "pkg/torchleak.toml").generic_string();
     EXPECT_EQ(what, file + ":1:1: key 'ignroe': unknown key (expected one of: select, ignore, exclude, "
                            "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, "
-                           "extra-losses, extra-optimizers, extra-data-parallel); did you mean 'ignore'?");
+                           "extra-losses, extra-optimizers, extra-data-parallel, models); did you mean 'ignore'?");
   }
 }
 

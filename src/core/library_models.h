@@ -1,0 +1,151 @@
+// Library and framework knowledge as data: what calls of torch, Lightning,
+// transformers, accelerate, ... return and do, which classes are modules or
+// optimizers, and which framework hooks run per step or with autograd off.
+// Read from model files (models/*.toml, embedded in the binary, and the
+// user's files named by the configuration's `models` key); docs/models.md
+// gives the format. The engine asks; the rules never name a library.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace torchleak {
+
+// A model file that cannot be read: the message names the file, the line and the problem.
+class ModelError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The autograd history of a call's result.
+enum class GradFacet : uint8_t {
+  Unknown,     // the model says nothing
+  None,        // never carries history (item(), detach(), a fresh tensor)
+  FromInputs,  // carries history when one of its inputs does (torch.cat, x.view)
+  Attached,    // carries history whenever autograd is enabled (a module's output)
+};
+
+// Where a call's result lives.
+enum class DeviceFacet : uint8_t { Unknown, Host, Accelerator, FromInputs };
+
+// What a value is.
+enum class ValueKind : uint8_t {
+  Unknown, Tensor, Number, Container, Module, Optimizer, Loss, Loader, Generator, ModelOutput, Other, None,
+};
+
+// What a context manager or decorator does to autograd.
+enum class GradMode : uint8_t {
+  Unchanged,
+  Disabled,  // torch.no_grad()
+  Enabled,   // torch.enable_grad()
+  Argument,  // torch.set_grad_enabled(flag): the first argument (False: disabled)
+  InferenceArgument,  // torch.inference_mode(mode=True): the first argument (True: disabled)
+};
+
+// What a framework calls a hook for.
+enum class HookRole : uint8_t {
+  None,
+  TrainingStep,    // once per step over data (Lightning's training_step)
+  EvaluationStep,  // once per evaluation batch (Lightning's validation_step)
+  PerStep,         // once per step, around it (a callback's on_step_end, a backward hook)
+};
+
+// One operand of a call: its receiver (`self`), a positional argument
+// (`arg0`), or that argument also passed by keyword (`arg0|loss`).
+struct Operand {
+  enum class Kind : uint8_t { Self, Argument } kind = Kind::Self;
+  uint32_t index = 0;
+  std::string keyword;
+  bool operator==(const Operand&) const = default;
+};
+
+struct CallModel {
+  std::string name;  // qualified: "torch.Tensor.item", "accelerate.Accelerator.backward"
+  GradFacet grad = GradFacet::Unknown;
+  DeviceFacet device = DeviceFacet::Unknown;
+  ValueKind kind = ValueKind::Unknown;
+  // The inputs that `FromInputs` reads; empty: the receiver and every argument.
+  std::vector<Operand> from;
+  GradMode grad_mode = GradMode::Unchanged;  // as a context manager or decorator
+  std::optional<Operand> backward;           // runs backward() on this operand
+  std::optional<Operand> steps;              // steps this optimizer
+  std::optional<Operand> clears_grads;       // clears the gradients of this module or optimizer
+  bool releases_cache = false;               // torch.cuda.empty_cache()
+  std::optional<Operand> anomaly_detection;  // switches anomaly detection on when this operand is true
+  bool in_place = false;                     // updates its receiver in place (add_, copy_)
+  std::string file;                          // where it was declared
+  uint32_t line = 0;
+};
+
+struct HookModel {
+  std::string cls;     // qualified base class: "lightning.pytorch.LightningModule"
+  std::string method;  // "validation_step"
+  HookRole role = HookRole::None;
+  GradMode grad_mode = GradMode::Unchanged;  // the framework runs it under this mode
+};
+
+class LibraryModels {
+ public:
+  // The models shipped with torchleak (models/*.toml, embedded at build time).
+  static const std::shared_ptr<const LibraryModels>& builtin();
+  // The shipped models with the user's model files on top, in order. Throws ModelError.
+  static std::shared_ptr<const LibraryModels> with_files(const std::vector<std::string>& paths);
+
+  // Reads one model file's text into these models; a later file's entry for
+  // a name replaces an earlier one. Throws ModelError naming `path`.
+  void load(std::string_view text, const std::string& path);
+  // The same for a file on disk (ModelError when it cannot be read).
+  void load_file(const std::string& path);
+
+  // The import path of `qualified` after the models' aliases
+  // ("pytorch_lightning.LightningModule" -> "lightning.pytorch.LightningModule").
+  std::string canonical(std::string_view qualified) const;
+
+  // A function or class called by its qualified name.
+  const CallModel* call(std::string_view qualified) const;
+  // A method of a class (qualified), looked up through the class's model
+  // bases (`[[classes]] bases`): ("torch.optim.Adam", "step").
+  const CallModel* method(std::string_view cls, std::string_view name) const;
+  // A method of torch.Tensor by name: what `x.<name>(...)` does when `x` is a
+  // tensor or of unknown kind.
+  const CallModel* tensor_method(std::string_view name) const;
+
+  // The kind of a class (qualified), by name or by pattern; Unknown when no model says.
+  ValueKind class_kind(std::string_view qualified) const;
+  // Whether `qualified` is a class the models know (by name or pattern).
+  bool knows_class(std::string_view qualified) const;
+
+  // A hook `method` of a class deriving from `base` (qualified), or null.
+  const HookModel* hook(std::string_view base, std::string_view method) const;
+  // Whether `base` (qualified) is a class some hook belongs to.
+  bool has_hooks(std::string_view base) const;
+
+  size_t size() const { return calls_.size() + call_patterns_.size(); }
+
+ private:
+  friend class ModelFileReader;
+  struct ClassPattern {
+    std::string pattern;  // fnmatch(3) glob on the qualified name
+    std::vector<std::string> except;
+    ValueKind kind = ValueKind::Unknown;
+  };
+  std::unordered_map<std::string, CallModel> calls_;
+  std::vector<CallModel> call_patterns_;  // `name` holds the pattern
+  std::unordered_map<std::string, std::string> aliases_;  // prefix -> prefix
+  std::unordered_map<std::string, ValueKind> class_kinds_;
+  std::unordered_map<std::string, std::vector<std::string>> class_bases_;
+  std::vector<ClassPattern> class_patterns_;
+  std::unordered_map<std::string, HookModel> hooks_;  // "class\0method"
+  std::unordered_map<std::string, bool> hook_classes_;
+};
+
+std::string_view to_string(ValueKind k);
+
+}  // namespace torchleak

@@ -1,0 +1,193 @@
+// The library models (models/*.toml and a user's model files): what the shipped
+// files say of the calls the engine asks about, aliases, patterns, bases and
+// hooks, a user's file extending them through the configuration, and every
+// kind of malformed model file as an error naming the file, the line and the problem.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/config_file.h"
+#include "core/library_models.h"
+
+namespace fs = std::filesystem;
+using namespace torchleak;
+
+namespace {
+
+std::string load_error(const std::string& text) {
+  LibraryModels m;
+  try {
+    m.load(text, "inhouse.toml");
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(LibraryModels, ShippedTensorMethods) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  ASSERT_NE(m.tensor_method("item"), nullptr);
+  EXPECT_EQ(m.tensor_method("item")->grad, GradFacet::None);
+  EXPECT_EQ(m.tensor_method("item")->device, DeviceFacet::Host);
+  EXPECT_EQ(m.tensor_method("item")->kind, ValueKind::Number);
+  EXPECT_EQ(m.tensor_method("detach")->grad, GradFacet::None);
+  EXPECT_EQ(m.tensor_method("cpu")->device, DeviceFacet::Host);
+  EXPECT_EQ(m.tensor_method("cpu")->grad, GradFacet::FromInputs);
+  EXPECT_TRUE(m.tensor_method("add_")->in_place);
+  EXPECT_TRUE(m.tensor_method("index_put_")->in_place);
+  ASSERT_TRUE(m.tensor_method("backward")->backward.has_value());
+  EXPECT_EQ(m.tensor_method("backward")->backward->kind, Operand::Kind::Self);
+  EXPECT_EQ(m.tensor_method("view"), nullptr);  // no model: the engine's default applies
+}
+
+TEST(LibraryModels, ShippedFunctionsAndPatterns) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  EXPECT_EQ(m.call("torch.zeros")->grad, GradFacet::None);
+  // torch.* and torch.nn.functional.* propagate; the pattern stops at one component.
+  EXPECT_EQ(m.call("torch.cat")->grad, GradFacet::FromInputs);
+  EXPECT_EQ(m.call("torch.nn.functional.cross_entropy")->grad, GradFacet::FromInputs);
+  EXPECT_EQ(m.call("torch.utils.checkpoint.checkpoint"), nullptr);
+  // numpy.** reaches every depth.
+  EXPECT_EQ(m.call("numpy.random.rand")->grad, GradFacet::None);
+  EXPECT_EQ(m.call("numpy.random.default_rng")->kind, ValueKind::Generator);
+  EXPECT_EQ(m.call("builtins.float")->grad, GradFacet::None);
+  EXPECT_EQ(m.call("builtins.sum")->grad, GradFacet::FromInputs);
+  EXPECT_TRUE(m.call("torch.cuda.empty_cache")->releases_cache);
+  EXPECT_EQ(m.call("torch.no_grad")->grad_mode, GradMode::Disabled);
+  EXPECT_EQ(m.call("torch.set_grad_enabled")->grad_mode, GradMode::Argument);
+  EXPECT_EQ(m.call("torch.inference_mode")->grad_mode, GradMode::InferenceArgument);
+  ASSERT_TRUE(m.call("torch.autograd.backward")->backward.has_value());
+  EXPECT_EQ(m.call("torch.autograd.backward")->backward->index, 0u);
+  EXPECT_EQ(m.call("torch.autograd.backward")->backward->keyword, "tensors");
+}
+
+TEST(LibraryModels, ClassesAliasesAndBases) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  EXPECT_EQ(m.class_kind("torch.nn.Linear"), ValueKind::Module);
+  EXPECT_EQ(m.class_kind("torch.nn.CrossEntropyLoss"), ValueKind::Loss);
+  EXPECT_EQ(m.class_kind("torch.nn.Parameter"), ValueKind::Unknown);
+  EXPECT_EQ(m.class_kind("torch.nn.functional.relu"), ValueKind::Unknown);
+  EXPECT_EQ(m.class_kind("torch.optim.AdamW"), ValueKind::Optimizer);
+  EXPECT_EQ(m.class_kind("torch.optim.lr_scheduler.StepLR"), ValueKind::Other);
+  EXPECT_EQ(m.class_kind("torch.utils.data.DataLoader"), ValueKind::Loader);
+  EXPECT_EQ(m.class_kind("pytorch_lightning.LightningModule"), ValueKind::Module);
+  EXPECT_EQ(m.class_kind("lightning.LightningModule"), ValueKind::Module);
+  EXPECT_EQ(m.class_kind("transformers.BertForSequenceClassification"), ValueKind::Module);
+  EXPECT_EQ(m.class_kind("transformers.modeling_outputs.CausalLMOutput"), ValueKind::ModelOutput);
+  // A method found through the class's bases: Adam's step is an optimizer's step.
+  const CallModel* step = m.method("torch.optim.Adam", "step");
+  ASSERT_NE(step, nullptr);
+  ASSERT_TRUE(step->steps.has_value());
+  EXPECT_EQ(step->steps->kind, Operand::Kind::Self);
+  EXPECT_NE(m.method("torch.nn.GRU", "zero_grad"), nullptr);
+  // GradScaler under its old path: scale keeps its argument's history, step steps its argument.
+  EXPECT_EQ(m.method("torch.cuda.amp.GradScaler", "scale")->grad, GradFacet::FromInputs);
+  EXPECT_EQ(m.method("torch.cuda.amp.GradScaler", "step")->steps->kind, Operand::Kind::Argument);
+  EXPECT_EQ(m.method("accelerate.Accelerator", "backward")->backward->index, 0u);
+  EXPECT_EQ(m.method("accelerate.Accelerator", "unknown_method"), nullptr);
+}
+
+TEST(LibraryModels, Hooks) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  const HookModel* v = m.hook("pytorch_lightning.LightningModule", "validation_step");
+  ASSERT_NE(v, nullptr);
+  EXPECT_EQ(v->grad_mode, GradMode::Disabled);
+  EXPECT_EQ(v->role, HookRole::EvaluationStep);
+  EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "training_step")->role, HookRole::TrainingStep);
+  EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "training_step")->grad_mode, GradMode::Unchanged);
+  EXPECT_EQ(m.hook("transformers.TrainerCallback", "on_step_end")->role, HookRole::PerStep);
+  // skorch's validation_step disables grad in its own body, not around an override.
+  EXPECT_EQ(m.hook("skorch.NeuralNet", "validation_step")->grad_mode, GradMode::Unchanged);
+  EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "forward"), nullptr);
+  EXPECT_TRUE(m.has_hooks("transformers.Trainer"));
+  EXPECT_FALSE(m.has_hooks("torch.nn.Module"));
+}
+
+TEST(LibraryModels, UserFileExtendsAndOverrides) {
+  LibraryModels m(*LibraryModels::builtin());
+  m.load(R"(
+[aliases]
+"corp.train.Engine" = "corp.Engine"
+
+[[classes]]
+names = ["corp.Engine"]
+kind = "other"
+
+[[calls]]
+names = ["corp.Engine.backward_and_step"]
+effects = { backward = "arg0|loss", step = "self" }
+
+[[calls]]
+names = ["torch.Tensor.item"]
+result = { grad = "unknown" }
+
+[[hooks]]
+classes = ["corp.Engine"]
+methods = ["eval_batch"]
+role = "evaluation-step"
+grad-mode = "disabled"
+)", "inhouse.toml");
+  const CallModel* c = m.method("corp.train.Engine", "backward_and_step");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->backward->keyword, "loss");
+  EXPECT_EQ(c->file, "inhouse.toml");
+  EXPECT_EQ(c->line, 9u);  // the entry's [[calls]] header
+  EXPECT_EQ(m.tensor_method("item")->grad, GradFacet::Unknown);  // the later file wins
+  EXPECT_EQ(m.hook("corp.train.Engine", "eval_batch")->grad_mode, GradMode::Disabled);
+  EXPECT_EQ(m.call("torch.zeros")->grad, GradFacet::None);  // the shipped models are kept
+}
+
+TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { grad = \"detached\" }\n"),
+            "inhouse.toml:3:19: calls[0].result.grad: must be one of unknown, none, from-inputs, attached, not "
+            "'detached'");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nreturns = { grad = \"none\" }\n"),
+            "inhouse.toml:3:1: calls[0]: unknown key 'returns' (expected one of: names, patterns, result, grad-mode, "
+            "effects)");
+  EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
+            "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),
+            "inhouse.toml:3:24: calls[0].effects.backward: must be self, argN or argN|keyword, not 'argument0'");
+  EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\n"),
+            "inhouse.toml:1:1: hooks[0]: says nothing: give a `role` or a `grad-mode`");
+  EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\n"), "inhouse.toml:1:1: classes[0]: needs `kind` or `bases`");
+  EXPECT_EQ(load_error("calls = 3\n"), "inhouse.toml:1:9: calls: must be an array of tables ([[calls]])");
+  EXPECT_EQ(load_error("functions = []\n"),
+            "inhouse.toml:1:1: functions: unknown key (expected one of: library, aliases, calls, classes, hooks)");
+  EXPECT_EQ(load_error("[[calls]\n"), "inhouse.toml:1:9: TOML: Error while parsing table header: expected ']', "
+                                      "saw '\\n'");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"\"]\n"), "inhouse.toml:2:10: calls[0].names[0]: must be a non-empty string");
+}
+
+TEST(LibraryModels, ConfigurationLoadsUserFilesRelativeToItself) {
+  fs::path dir = fs::temp_directory_path() / ("torchleak-models-" + std::to_string(::getpid()));
+  fs::create_directories(dir / "tools");
+  std::ofstream(dir / "torchleak.toml") << "models = [\"tools/inhouse.toml\"]\n";
+  std::ofstream(dir / "tools" / "inhouse.toml")
+      << "[[calls]]\nnames = [\"corp.fit.backward\"]\neffects = { backward = \"arg0\" }\n";
+  std::ofstream(dir / "train.py") << "x = 1\n";
+  ConfigResolver resolver(Config{}, "");
+  const Config& c = resolver.for_file((dir / "train.py").string());
+  ASSERT_NE(c.models, nullptr);
+  EXPECT_NE(c.library().call("corp.fit.backward"), nullptr);
+  EXPECT_NE(c.library().call("torch.zeros"), nullptr);
+
+  // A broken model file is the configuration's error, naming both files.
+  fs::create_directories(dir / "other");
+  std::ofstream(dir / "other" / "torchleak.toml") << "models = [\"missing.toml\"]\n";
+  std::ofstream(dir / "other" / "train.py") << "x = 1\n";
+  std::string error;
+  try {
+    resolver.for_file((dir / "other" / "train.py").string());
+  } catch (const ConfigError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("torchleak.toml: models: "), std::string::npos) << error;
+  EXPECT_NE(error.find("missing.toml: cannot read the model file"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+}  // namespace
