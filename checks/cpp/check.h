@@ -24,7 +24,7 @@ namespace torchleak::cpp {
 // The knobs checks read: from torchleak's configuration, or from clang-tidy's
 // check options (torchleak-oversized-layer.ThresholdBytes, ...).
 struct Options {
-  uint64_t oversized_layer_bytes = uint64_t{1} << 30;  // TL011
+  uint64_t oversized_layer_bytes = uint64_t{8} << 30;  // TL011: half of the default 16 GiB device-memory
   std::vector<std::string> extra_models;               // in-house module classes
   std::vector<std::string> extra_losses;               // in-house loss functions
   std::vector<std::string> extra_optimizers;

@@ -28,7 +28,11 @@ struct Config {
   std::vector<PerFileIgnore> per_file_ignores;
   // The PyTorch version the code runs on, "major.minor"; empty means current.
   std::string target_torch_version;
-  uint64_t oversized_layer_bytes = uint64_t{1} << 30;  // TL011 threshold
+  // The memory of the accelerator the code trains on (`device-memory`).
+  uint64_t device_memory_bytes = uint64_t{16} << 30;
+  // TL011's threshold: half of device-memory unless `oversized-layer-threshold` sets it.
+  uint64_t oversized_layer_bytes = uint64_t{8} << 30;
+  bool oversized_layer_set = false;  // whether `oversized-layer-threshold` was given
   std::vector<std::string> extra_models;        // names of in-house model classes or factories
   std::vector<std::string> extra_losses;        // names of in-house loss functions
   std::vector<std::string> extra_optimizers;    // names of in-house optimizers

@@ -20,7 +20,7 @@ namespace torchleak {
 
 namespace {
 
-constexpr uint64_t kDefaultOversizedBytes = uint64_t{1} << 30;
+constexpr uint64_t kDefaultDeviceMemory = uint64_t{16} << 30;
 
 std::string_view a_type(const toml::node& n) {
   switch (n.type()) {
@@ -151,7 +151,7 @@ class Reader {
                s ? fmt::format("must be a version \"major.minor\" such as \"2.1\", not \"{}\"", *s)
                  : fmt::format("must be a string \"major.minor\" such as \"2.1\", not {}", a_type(node)));
         c.target_torch_version = *s;
-      } else if (key == "oversized-layer-threshold") {
+      } else if (key == "oversized-layer-threshold" || key == "device-memory") {
         std::optional<uint64_t> bytes;
         if (auto i = node.value_exact<int64_t>()) {
           if (*i > 0) bytes = static_cast<uint64_t>(*i);
@@ -167,7 +167,13 @@ class Reader {
                            "not {}",
                            got));
         }
-        c.oversized_layer_bytes = *bytes;
+        if (key == "device-memory") {
+          c.device_memory_bytes = *bytes;
+          if (!c.oversized_layer_set) c.oversized_layer_bytes = *bytes / 2;
+        } else {
+          c.oversized_layer_bytes = *bytes;
+          c.oversized_layer_set = true;
+        }
       } else if (key == "extra-models") {
         c.extra_models = strings(node, key);
       } else if (key == "extra-losses") {
@@ -232,8 +238,8 @@ void attach_models(Config& c, const fs::path& dir) {
 const std::vector<std::string_view>& config_keys() {
   static const std::vector<std::string_view> keys = {
       "select",       "ignore",       "exclude",          "per-file-ignores",   "target-torch-version",
-      "oversized-layer-threshold", "extra-models", "extra-losses", "extra-optimizers", "extra-data-parallel",
-      "models"};
+      "device-memory", "oversized-layer-threshold", "extra-models", "extra-losses", "extra-optimizers",
+      "extra-data-parallel", "models"};
   return keys;
 }
 
@@ -314,7 +320,14 @@ Config layer_command_line(Config file, const Config& cli) {
     out.ignore.insert(out.ignore.end(), cli.ignore.begin(), cli.ignore.end());
   }
   if (!cli.target_torch_version.empty()) out.target_torch_version = cli.target_torch_version;
-  if (cli.oversized_layer_bytes != kDefaultOversizedBytes) out.oversized_layer_bytes = cli.oversized_layer_bytes;
+  if (cli.device_memory_bytes != kDefaultDeviceMemory) {
+    out.device_memory_bytes = cli.device_memory_bytes;
+    if (!out.oversized_layer_set) out.oversized_layer_bytes = cli.device_memory_bytes / 2;
+  }
+  if (cli.oversized_layer_set) {
+    out.oversized_layer_bytes = cli.oversized_layer_bytes;
+    out.oversized_layer_set = true;
+  }
   auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
     to.insert(to.end(), from.begin(), from.end());
   };

@@ -76,12 +76,29 @@ TEST(ConfigFile, DefaultsWhenEmpty) {
   Config c = parse_ok("");
   EXPECT_TRUE(c.select.empty());
   EXPECT_TRUE(c.ignore.empty());
-  EXPECT_EQ(c.oversized_layer_bytes, uint64_t{1} << 30);
+  EXPECT_EQ(c.device_memory_bytes, uint64_t{16} << 30);
+  EXPECT_EQ(c.oversized_layer_bytes, uint64_t{8} << 30);  // half of the device's memory
   EXPECT_EQ(c.target_torch_version, "");
 }
 
 TEST(ConfigFile, ThresholdAsAnInteger) {
   EXPECT_EQ(parse_ok("oversized-layer-threshold = 2000000000").oversized_layer_bytes, 2000000000u);
+}
+
+TEST(ConfigFile, DeviceMemorySetsHalfAsTheThresholdUnlessTheThresholdIsGiven) {
+  EXPECT_EQ(parse_ok("device-memory = \"80GiB\"").oversized_layer_bytes, uint64_t{40} << 30);
+  EXPECT_EQ(parse_ok("device-memory = \"80GiB\"\noversized-layer-threshold = \"2GiB\"").oversized_layer_bytes,
+            uint64_t{2} << 30);
+  EXPECT_EQ(parse_ok("oversized-layer-threshold = \"2GiB\"\ndevice-memory = \"80GiB\"").oversized_layer_bytes,
+            uint64_t{2} << 30);
+  // The command line's device-memory over a file's: half of it, unless the file set the threshold.
+  Config cli;
+  cli.device_memory_bytes = uint64_t{24} << 30;
+  EXPECT_EQ(layer_command_line(parse_ok(""), cli).oversized_layer_bytes, uint64_t{12} << 30);
+  EXPECT_EQ(layer_command_line(parse_ok("oversized-layer-threshold = \"1GiB\""), cli).oversized_layer_bytes,
+            uint64_t{1} << 30);
+  EXPECT_NE(parse_error("device-memory = \"lots\"\n").find("key 'device-memory' must be a size in bytes"),
+            std::string::npos);
 }
 
 TEST(ConfigFile, PyprojectReadsToolTorchleak) {
@@ -117,11 +134,11 @@ TEST(ConfigFile, APyprojectWithoutTheTableIsNotTorchleaks) {
 TEST(ConfigFileErrors, UnknownKeyNamesTheKnownOnesAndTheClosest) {
   EXPECT_EQ(parse_error("[tool.torchleak]\nselct = [\"TL001\"]\n", "pyproject.toml"),
             "pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: select, ignore, exclude, "
-            "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, extra-losses, "
+            "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, "
             "extra-optimizers, extra-data-parallel, models); did you mean 'select'?");
   EXPECT_EQ(parse_error("line-length = 100\n"),
             "torchleak.toml:1:1: key 'line-length': unknown key (expected one of: select, ignore, exclude, "
-            "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, extra-losses, "
+            "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, "
             "extra-optimizers, extra-data-parallel, models)");
 }
 
@@ -355,7 +372,7 @@ TEST(ConfigDiscovery, ABadFileIsAnErrorNamingIt) {
     std::string file = (t.path() / "pkg/torchleak.toml").lexically_relative(fs::current_path()).generic_string();
     if (file.rfind("..", 0) == 0) file = (t.path() / "pkg/torchleak.toml").generic_string();
     EXPECT_EQ(what, file + ":1:1: key 'ignroe': unknown key (expected one of: select, ignore, exclude, "
-                           "per-file-ignores, target-torch-version, oversized-layer-threshold, extra-models, "
+                           "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, "
                            "extra-losses, extra-optimizers, extra-data-parallel, models); did you mean 'ignore'?");
   }
 }
