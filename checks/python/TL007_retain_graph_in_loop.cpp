@@ -25,9 +25,6 @@ namespace torchleak::python {
 
 namespace {
 
-bool is_backward(const Call& c) {
-  return c.method == "backward" || c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.grad";
-}
 
 // The position of retain_graph in each signature:
 // Tensor.backward(gradient, retain_graph, create_graph, inputs),
@@ -76,7 +73,7 @@ class RetainGraphInLoop final : public Check {
     const Model& m = ctx.model();
     std::unordered_set<std::string> releasing = releasing_functions(m);
     for (const Call& c : m.calls()) {
-      if (!is_backward(c) || c.loop < 0) continue;
+      if (!m.is_backward_call(c) || c.loop < 0) continue;
       TSNode retain = retain_argument(m, c);
       if (kind_of(unparenthesize(retain)) != Kind::True) continue;
       TSNode create = unparenthesize(create_argument(m, c));
@@ -94,7 +91,7 @@ class RetainGraphInLoop final : public Check {
   static std::unordered_set<std::string> releasing_functions(const Model& m) {
     std::unordered_set<std::string> out;
     for (const Call& c : m.calls())
-      if (is_backward(c) && c.function >= 0 && !retains(m, c)) out.insert(m.functions()[c.function].name);
+      if (m.is_backward_call(c) && c.function >= 0 && !retains(m, c)) out.insert(m.functions()[c.function].name);
     return out;
   }
 
@@ -104,9 +101,9 @@ class RetainGraphInLoop final : public Check {
       uint32_t at = start_byte(other.node);
       if (at <= start_byte(c.node) || at < l.start || at >= l.end) continue;
       // A later pass that retains too is the one reported: one finding per step.
-      if (is_backward(other)) return true;
+      if (m.is_backward_call(other)) return true;
       std::string_view name = other.method.empty() ? std::string_view(other.callee) : std::string_view(other.method);
-      if (!is_backward(other) && releasing.count(std::string(name))) return true;
+      if (!m.is_backward_call(other) && releasing.count(std::string(name))) return true;
     }
     return false;
   }

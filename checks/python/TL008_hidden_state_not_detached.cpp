@@ -56,9 +56,6 @@ bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();
 }
 
-bool is_backward(const Call& c) {
-  return c.method == "backward" || c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.grad";
-}
 
 int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
 
@@ -189,7 +186,7 @@ Summaries summarize(const Model& m, bool with_backward) {
   bool any = false;
   for (const Call& c : m.calls()) {
     bool detach = c.method == "detach" || c.method == "detach_";
-    bool backward = with_backward && is_backward(c);
+    bool backward = with_backward && m.is_backward_call(c);
     if (!detach && !backward) continue;
     for (int f = c.function; f >= 0; f = m.functions()[f].parent) {
       if (detach) s.detaches[f] = 1;
@@ -232,7 +229,7 @@ bool loop_calls_backward(const Model& m, const Summaries& sums, int loop) {
   const Loop& l = m.loops()[loop];
   for (const Call& c : m.calls()) {
     if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
-    if (is_backward(c)) return true;
+    if (m.is_backward_call(c)) return true;
     int callee = callee_function(m, c);
     if (callee >= 0 && sums.backward[callee]) return true;
   }

@@ -13,7 +13,7 @@ class EmptyCacheInLoop final : public Check {
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     for (const Call& c : m.calls()) {
-      if (c.callee != "torch.cuda.empty_cache" && c.callee != "torch.cuda.memory.empty_cache") continue;
+      if (!m.releases_cache(c)) continue;
       if (c.loop < 0) continue;
       int loop = every_iteration_loop(m, c);
       if (loop < 0) continue;

@@ -48,7 +48,6 @@ constexpr int kMaxCallDepth = 4;
 // other modules (values {"calls", qualified callee...}).
 constexpr std::string_view kSummaryFact = "clears-gradients";
 
-bool is_backward(const Call& c) { return c.method == "backward" || c.callee == "torch.autograd.backward"; }
 
 // The last component of what a call calls: `opt.zero_grad` -> "zero_grad".
 std::string_view call_name(const Call& c) {
@@ -66,15 +65,6 @@ bool names_clearing(std::string_view name) {
   return contains(name, "grad") && (contains(name, "zero") || contains(name, "clear") || contains(name, "reset"));
 }
 
-// The optimizer a step() call steps: its receiver, or the first argument of
-// a scaler's step(optimizer). Null when the call is not an optimizer step.
-TSNode stepped_optimizer(const Model& m, const Call& c) {
-  if (c.method != "step") return TSNode{};
-  if (m.is_optimizer(c.receiver)) return c.receiver;
-  TSNode first = m.positional_argument(c, 0);
-  if (!is_null(first) && m.is_optimizer(first)) return first;
-  return TSNode{};
-}
 
 // What clears_in_range asks of the file for every range it reads, built
 // once per file.
@@ -189,7 +179,7 @@ class MissingZeroGrad final : public Check {
     std::unordered_set<int> decided;
     std::optional<ClearingIndex> index;
     for (const Call& c : m.calls()) {
-      if (!is_backward(c) || c.loop < 0) continue;
+      if (!m.accumulates_grads(c) || c.loop < 0) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
         if (m.loops()[loop].kind == LoopKind::Comprehension) break;
@@ -213,7 +203,7 @@ class MissingZeroGrad final : public Check {
     const Loop& l = m.loops()[loop];
     for (const Call& c : m.calls()) {
       if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
-      if (!is_null(stepped_optimizer(m, c))) return &c;
+      if (!is_null(m.stepped_optimizer(c))) return &c;
     }
     return nullptr;
   }
@@ -343,7 +333,7 @@ class MissingZeroGrad final : public Check {
   static void report(CheckContext& ctx, const Call& backward, const Call& step, int loop,
                      std::vector<std::string> external) {
     const Model& m = ctx.model();
-    TSNode optimizer = stepped_optimizer(m, step);
+    TSNode optimizer = m.stepped_optimizer(step);
     std::string opt = code_snippet(m, optimizer, 40);
     Diagnostic d = ctx.diagnostic(
         backward.node,

@@ -159,7 +159,9 @@ class ModelFileReader {
           else if (ekey == "release-cache") m.releases_cache = boolean(en, eat);
           else if (ekey == "anomaly-detection") m.anomaly_detection = operand(en, eat);
           else if (ekey == "in-place") m.in_place = boolean(en, eat);
-          else unknown(ek, at, "backward, step, clear-grads, release-cache, anomaly-detection, in-place");
+          else if (ekey == "accumulates-grads") m.accumulates_grads = boolean(en, eat);
+          else unknown(ek, at, "backward, accumulates-grads, step, clear-grads, release-cache, anomaly-detection, "
+                               "in-place");
         }
       } else {
         unknown(k, where, "names, patterns, result, grad-mode, effects");
@@ -171,11 +173,13 @@ class ModelFileReader {
     for (const auto& name : named) {
       CallModel copy = m;
       copy.name = name;
+      if (m.backward) out_.backward_names_[name.substr(name.rfind('.') + 1)] = true;
       out_.calls_[name] = std::move(copy);
     }
     for (const auto& p : patterns) {
       CallModel copy = m;
       copy.name = p;
+      if (m.backward) out_.backward_names_[p.substr(p.rfind('.') + 1)] = true;
       out_.call_patterns_.push_back(std::move(copy));
     }
   }

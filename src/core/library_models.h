@@ -74,7 +74,8 @@ struct CallModel {
   // The inputs that `FromInputs` reads; empty: the receiver and every argument.
   std::vector<Operand> from;
   GradMode grad_mode = GradMode::Unchanged;  // as a context manager or decorator
-  std::optional<Operand> backward;           // runs backward() on this operand
+  std::optional<Operand> backward;           // runs a backward pass through this operand's graph
+  bool accumulates_grads = true;             // ... and adds into .grad (torch.autograd.grad does not)
   std::optional<Operand> steps;              // steps this optimizer
   std::optional<Operand> clears_grads;       // clears the gradients of this module or optimizer
   bool releases_cache = false;               // torch.cuda.empty_cache()
@@ -127,6 +128,10 @@ class LibraryModels {
   // Whether `base` (qualified) is a class some hook belongs to.
   bool has_hooks(std::string_view base) const;
 
+  // Whether some model of a callable whose name ends in `.name` (or is `name`)
+  // runs backward: a cheap gate before resolving a call's receiver.
+  bool may_run_backward(std::string_view name) const { return backward_names_.count(std::string(name)) > 0; }
+
   size_t size() const { return calls_.size() + call_patterns_.size(); }
 
  private:
@@ -144,6 +149,7 @@ class LibraryModels {
   std::vector<ClassPattern> class_patterns_;
   std::unordered_map<std::string, HookModel> hooks_;  // "class\0method"
   std::unordered_map<std::string, bool> hook_classes_;
+  std::unordered_map<std::string, bool> backward_names_;  // last components
 };
 
 std::string_view to_string(ValueKind k);

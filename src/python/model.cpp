@@ -193,6 +193,13 @@ struct Model::Builder {
     ts_tree_cursor_delete(&cursor);
     for (size_t i = 0; i < m.bindings_.size(); ++i)
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    // What each backward call differentiates, from the library models (once
+    // the bindings are known, so that a receiver's class can be read).
+    for (const Call& c : m.calls_) {
+      std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
+      if (!library.may_run_backward(last)) continue;
+      for (TSNode subject : m.backward_subjects(c)) mark_backward_subject(subject, c.function);
+    }
     for (size_t i = 0; i < m.calls_.size(); ++i) {
       const Call& c = m.calls_[i];
       if (c.method == "append" || c.method == "extend" || c.method == "insert") {
@@ -557,16 +564,6 @@ struct Model::Builder {
     }
     c.function = current_function();
     c.loop = current_loop();
-    if (c.method == "backward" || c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.grad") {
-      TSNode subject = c.method == "backward" && c.callee != "torch.autograd.backward" ? c.receiver : TSNode{};
-      if (is_null(subject) && ts_node_named_child_count(c.args))
-        subject = ts_node_named_child(c.args, 0);
-      if (!is_null(subject)) mark_backward_subject(subject, c.function);
-      // accelerator.backward(loss), engine.backward(loss): the argument is the subject.
-      TSNode first = ts_node_named_child_count(c.args) ? ts_node_named_child(c.args, 0) : TSNode{};
-      if (c.method == "backward" && !is_null(first) && kind_of(first) != Kind::KeywordArgument)
-        mark_backward_subject(first, c.function);
-    }
     if (!c.method.empty() && one_of(c.method, kModuleOnlyMethods)) {
       std::string recv = m.qualify(c.receiver);
       if (!recv.empty()) m.module_evidence_.insert(recv);
@@ -941,6 +938,99 @@ ModuleAnswer Model::module_class(int cls, std::vector<std::string>* undecided) c
     }
   }
   return unknown ? ModuleAnswer::Unknown : ModuleAnswer::No;
+}
+
+std::string Model::class_of(TSNode expr) const {
+  expr = unparenthesize(expr);
+  Kind k = kind_of(expr);
+  if (k == Kind::Call) {
+    std::string callee = qualify(field(expr, "function"));
+    if (callee.empty()) return {};
+    if (library().knows_class(callee)) return library().canonical(callee);
+    if (const Class* c = find_class(callee)) {  // a class of this file: its first known base
+      for (const auto& base : c->bases)
+        if (library().knows_class(base)) return library().canonical(base);
+    }
+    return {};
+  }
+  if (k != Kind::Identifier && k != Kind::Attribute) return {};
+  std::string name = qualify(expr);
+  if (name.empty()) return {};
+  int fn = function_at(start_byte(expr));
+  if (name == "self") {  // the enclosing class's first known base
+    int cls = class_of_function(fn);
+    if (cls < 0) return {};
+    for (const auto& base : classes_[static_cast<size_t>(cls)].bases)
+      if (library().knows_class(base) || library().has_hooks(base)) return library().canonical(base);
+    return {};
+  }
+  const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
+  if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || b->element >= 0 ||
+      is_null(b->value) || kind_of(unparenthesize(b->value)) != Kind::Call)
+    return {};
+  return class_of(b->value);
+}
+
+TSNode Model::operand(const Call& c, const Operand& op) const {
+  if (op.kind == Operand::Kind::Self) return c.receiver;
+  if (!op.keyword.empty())
+    if (TSNode k = keyword_argument(c, op.keyword); !is_null(k)) return k;
+  return positional_argument(c, op.index);
+}
+
+const CallModel* Model::call_model(const Call& c) const {
+  const LibraryModels& lib = library();
+  if (c.method.empty()) {
+    if (c.callee.empty()) return nullptr;
+    if (c.callee.find('.') == std::string::npos)
+      return find_function(c.callee) ? nullptr : lib.call("builtins." + c.callee);
+    return lib.call(c.callee);
+  }
+  // A module's function (torch.cuda.empty_cache) by its qualified name.
+  if (!c.callee.empty() && c.callee.rfind("self.", 0) != 0)
+    if (const CallModel* f = lib.call(c.callee)) return f;
+  std::string cls = class_of(c.receiver);
+  if (!cls.empty()) return lib.method(cls, c.method);
+  return lib.tensor_method(c.method);
+}
+
+std::vector<TSNode> Model::backward_subjects(const Call& c) const {
+  std::vector<TSNode> out;
+  const CallModel* model = call_model(c);
+  if (model && model->backward) {
+    TSNode subject = operand(c, *model->backward);
+    // A method of a receiver whose class is unknown, named backward and given a
+    // value (accelerator.backward(loss), engine.backward(loss)): the value is
+    // differentiated, not the receiver.
+    TSNode first = positional_argument(c, 0);
+    bool unknown_receiver = !c.method.empty() && model->name == "torch.Tensor.backward" && class_of(c.receiver).empty();
+    if (unknown_receiver && !is_null(first)) out.push_back(first);
+    if (!is_null(subject)) out.push_back(subject);
+  }
+  return out;
+}
+
+TSNode Model::stepped_optimizer(const Call& c) const {
+  const CallModel* model = call_model(c);
+  if (model && model->steps) return operand(c, *model->steps);
+  // The documented default for a receiver of unknown class: `x.step()` steps
+  // an optimizer when `x` is one by construction or configuration, and
+  // `scaler.step(opt)` when its argument is.
+  if (c.method != "step") return TSNode{};
+  if (is_optimizer(c.receiver)) return c.receiver;
+  TSNode first = positional_argument(c, 0);
+  if (!is_null(first) && is_optimizer(first)) return first;
+  return TSNode{};
+}
+
+bool Model::accumulates_grads(const Call& c) const {
+  const CallModel* model = call_model(c);
+  return model && model->backward && model->accumulates_grads && is_backward_call(c);
+}
+
+bool Model::releases_cache(const Call& c) const {
+  const CallModel* model = call_model(c);
+  return model && model->releases_cache;
 }
 
 const HookModel* Model::hook_model(int function) const {

@@ -191,6 +191,28 @@ class Model {
   const HookModel* hook_model(int function) const;
   const LibraryModels& library() const { return config_.library(); }
 
+  // --- calls, through the library models ---
+  // The qualified class `expr` is an instance of, by its construction (`x =
+  // GradScaler()`, `self.acc = Accelerator()`) or, for `self`, its class's
+  // first base the models know; "" when unknown.
+  std::string class_of(TSNode expr) const;
+  // The model of what `c` calls: a function by qualified name, a method
+  // through its receiver's class, else torch.Tensor's method of that name.
+  const CallModel* call_model(const Call& c) const;
+  // The expression an operand designates in `c` (null when absent).
+  TSNode operand(const Call& c, const Operand& op) const;
+  // What a call differentiates: the receiver of `loss.backward()`, the first
+  // argument of `torch.autograd.backward(loss)` and `accelerator.backward(loss)`;
+  // empty when `c` runs no backward pass.
+  std::vector<TSNode> backward_subjects(const Call& c) const;
+  bool is_backward_call(const Call& c) const { return !backward_subjects(c).empty(); }
+  // A backward call that adds into the parameters' .grad (not torch.autograd.grad).
+  bool accumulates_grads(const Call& c) const;
+  // The optimizer a call steps (`opt.step()`, `scaler.step(opt)`), or null.
+  TSNode stepped_optimizer(const Call& c) const;
+  // Whether `c` releases the accelerator's cache (torch.cuda.empty_cache()).
+  bool releases_cache(const Call& c) const;
+
   // --- loops ---
   int innermost_loop(uint32_t byte, int function) const;
   bool loop_contains(int loop, uint32_t byte) const;

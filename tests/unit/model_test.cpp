@@ -1159,3 +1159,147 @@ TEST(Syntax, FieldShortcutsAgreeWithField) {
   EXPECT_GE(keywords, 3u);
   EXPECT_GE(attributes, 6u);
 }
+
+// --------------------------------------------------------------------------
+// Calls through the library models: receivers' classes from construction,
+// backward passes, optimizer steps, cache releases, grad modes and hooks.
+
+namespace {
+
+const Call* call_at(const Program& p, std::string_view snippet, int nth = 0) {
+  uint32_t start = p.at(snippet, nth);
+  for (const Call& c : p.model().calls())
+    if (start_byte(c.node) == start) return &c;
+  ADD_FAILURE() << "no call at `" << snippet << "`";
+  return nullptr;
+}
+
+std::vector<std::string> subjects(const Program& p, std::string_view snippet) {
+  std::vector<std::string> out;
+  if (const Call* c = call_at(p, snippet))
+    for (TSNode n : p.model().backward_subjects(*c)) out.emplace_back(p.model().text(n));
+  return out;
+}
+
+}  // namespace
+
+TEST(ModelCalls, ReceiversClassesAndBackwardSubjects) {
+  Program p(R"(
+import torch
+from accelerate import Accelerator
+from torch.cuda.amp import GradScaler
+import lightning.pytorch as pl
+
+def fit(model, loader, opt):
+    accelerator = Accelerator()
+    scaler = GradScaler()
+    for x, y in loader:
+        loss = model(x).sum()
+        accelerator.backward(loss)
+        scaler.scale(loss).backward()
+        torch.autograd.backward([loss])
+        grads = torch.autograd.grad(loss, model.parameters())
+        scaler.step(opt)
+        opt.step()
+        engine.backward(loss)
+        torch.cuda.empty_cache()
+
+class Net(pl.LightningModule):
+    def training_step(self, batch, batch_idx):
+        loss = self(batch).sum()
+        self.manual_backward(loss)
+        return loss
+)");
+  const Model& m = p.model();
+  EXPECT_EQ(m.class_of(p.node("accelerator", 1)), "accelerate.Accelerator");
+  EXPECT_EQ(m.class_of(p.node("scaler", 1)), "torch.amp.GradScaler");  // through the alias
+  EXPECT_EQ(m.class_of(p.node("model", 1)), "");
+  EXPECT_EQ(subjects(p, "accelerator.backward(loss)"), (std::vector<std::string>{"loss"}));
+  EXPECT_EQ(subjects(p, "scaler.scale(loss).backward()"), (std::vector<std::string>{"scaler.scale(loss)"}));
+  EXPECT_EQ(subjects(p, "torch.autograd.backward([loss])"), (std::vector<std::string>{"[loss]"}));
+  EXPECT_EQ(subjects(p, "torch.autograd.grad(loss, model.parameters())"), (std::vector<std::string>{"loss"}));
+  // A receiver of unknown class with a backward method given a value: the value.
+  EXPECT_EQ(subjects(p, "engine.backward(loss)"), (std::vector<std::string>{"loss", "engine"}));
+  // `self` of a LightningModule: the model of its base's manual_backward.
+  EXPECT_EQ(subjects(p, "self.manual_backward(loss)"), (std::vector<std::string>{"loss"}));
+  EXPECT_TRUE(m.accumulates_grads(*call_at(p, "accelerator.backward(loss)")));
+  EXPECT_FALSE(m.accumulates_grads(*call_at(p, "torch.autograd.grad(loss, model.parameters())")));
+  EXPECT_EQ(m.text(m.stepped_optimizer(*call_at(p, "scaler.step(opt)"))), "opt");
+  EXPECT_EQ(m.text(m.stepped_optimizer(*call_at(p, "opt.step()"))), "opt");  // the default: by its name
+  EXPECT_TRUE(m.releases_cache(*call_at(p, "torch.cuda.empty_cache()")));
+  EXPECT_FALSE(m.releases_cache(*call_at(p, "opt.step()")));
+}
+
+TEST(ModelCalls, HooksAndGradModesFromTheModels) {
+  Program p(R"(
+import contextlib
+import torch
+import pytorch_lightning as pl
+
+class Base(pl.LightningModule):
+    pass
+
+class Classifier(Base):
+    def validation_step(self, batch, batch_idx):
+        logits = self(batch)
+        return logits
+
+    def training_step(self, batch, batch_idx):
+        return self(batch).sum()
+
+class Plain:
+    def validation_step(self, batch):
+        return batch
+
+def evaluate(model, loader):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(torch.inference_mode())
+        for x in loader:
+            out = model(x)
+    after = model(x)
+)");
+  const Model& m = p.model();
+  int validation = p.function_at("logits = self(batch)");
+  ASSERT_NE(m.functions()[validation].hook, nullptr);  // through the in-file base
+  EXPECT_EQ(m.functions()[validation].hook->role, HookRole::EvaluationStep);
+  EXPECT_EQ(p.grad("logits = self(batch)"), GradState::Disabled);
+  EXPECT_EQ(m.functions()[p.function_at("return self(batch).sum()")].hook->role, HookRole::TrainingStep);
+  EXPECT_EQ(p.grad("return self(batch).sum()"), GradState::Enabled);
+  EXPECT_EQ(m.functions()[p.function_at("return batch")].hook, nullptr);  // not a LightningModule
+  EXPECT_EQ(p.grad("out = model(x)"), GradState::Disabled);  // entered on the ExitStack
+  EXPECT_EQ(p.grad("after = model(x)"), GradState::Enabled);  // the stack's block has ended
+}
+
+TEST(ModelCalls, AUsersModelFileDescribesAnInHouseWrapper) {
+  auto models = std::make_shared<LibraryModels>(*LibraryModels::builtin());
+  models->load(R"(
+[[classes]]
+names = ["corp.Engine"]
+kind = "other"
+
+[[calls]]
+names = ["corp.Engine.backward_and_step"]
+effects = { backward = "arg0|loss", step = "arg1|optimizer" }
+
+[[calls]]
+names = ["corp.quiet"]
+grad-mode = "disabled"
+)", "corp.toml");
+  Config config;
+  config.models = models;
+  Program p(R"(
+from corp import Engine, quiet
+
+def fit(model, loader, opt):
+    engine = Engine()
+    for x in loader:
+        engine.backward_and_step(model(x).sum(), opt)
+    with quiet():
+        probe = model(x)
+)", config);
+  EXPECT_EQ(subjects(p, "engine.backward_and_step(model(x).sum(), opt)"),
+            (std::vector<std::string>{"model(x).sum()"}));
+  EXPECT_EQ(p.model().text(p.model().stepped_optimizer(*call_at(p, "engine.backward_and_step(model(x).sum(), opt)"))),
+            "opt");
+  EXPECT_EQ(p.grad("probe = model(x)"), GradState::Disabled);
+}
