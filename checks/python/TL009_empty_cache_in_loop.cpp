@@ -14,12 +14,21 @@ class EmptyCacheInLoop final : public Check {
     const Model& m = ctx.model();
     for (const Call& c : m.calls()) {
       if (!m.releases_cache(c)) continue;
-      if (c.loop < 0) continue;
-      int loop = every_iteration_loop(m, c);
-      if (loop < 0) continue;
+      std::string where;
+      if (c.loop >= 0) {
+        if (every_iteration_loop(m, c) < 0) continue;
+        where = "on every iteration";
+      } else {
+        // No loop of its own: a hook the framework calls once per step
+        // (Lightning's training_step, a TrainerCallback's on_step_end).
+        const Function* f = c.function >= 0 ? &m.functions()[static_cast<size_t>(c.function)] : nullptr;
+        if (!f || !f->hook || f->hook->role == HookRole::None || conditional_between(m, c.node, f->body)) continue;
+        where = fmt::format("on every step (`{}` runs once per step)", f->name);
+      }
       Diagnostic d = ctx.diagnostic(
-          c.node, "`torch.cuda.empty_cache()` runs on every iteration: it frees no tensor that is still "
-                  "referenced, and makes the caching allocator return memory and ask for it again each step");
+          c.node, fmt::format("`torch.cuda.empty_cache()` runs {}: it frees no tensor that is still referenced, and "
+                              "makes the caching allocator return memory and ask for it again each step",
+                              where));
       d.help = "remove it, or make it periodic (`if step % 1000 == 0:`); a leak is a live reference, not cache";
       ctx.report(std::move(d));
     }
@@ -30,7 +39,7 @@ class EmptyCacheInLoop final : public Check {
   // each of its iterations, or -1.
   static int every_iteration_loop(const Model& m, const Call& c) {
     for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
-      if (conditional_between(c.node, m.loops()[loop].node)) return -1;
+      if (conditional_between(m, c.node, m.loops()[loop].node)) return -1;
       if (m.is_step_loop(loop)) return batch_level(m, loop) ? loop : -1;
     }
     return -1;
@@ -49,11 +58,15 @@ class EmptyCacheInLoop final : public Check {
   }
 
   // Whether an if/elif/else, an except clause, a conditional expression or
-  // a boolean short-circuit stands between `node` and `ancestor`.
-  static bool conditional_between(TSNode node, TSNode ancestor) {
+  // a boolean short-circuit stands between `node` and `ancestor`. An `if`
+  // that only tests the machine (`if torch.cuda.is_available():`) does not:
+  // its body runs on every step of a GPU run.
+  static bool conditional_between(const Model& m, TSNode node, TSNode ancestor) {
     for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, ancestor); n = ts_node_parent(n)) {
       switch (kind_of(n)) {
         case Kind::IfStatement:
+          if (m.is_environment_check(field(n, "condition"))) break;
+          return true;
         case Kind::ElifClause:
         case Kind::ElseClause:
         case Kind::ConditionalExpression:

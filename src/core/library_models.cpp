@@ -149,6 +149,8 @@ class ModelFileReader {
         }
       } else if (key == "grad-mode") {
         m.grad_mode = choice(node, at, kGradMode);
+      } else if (key == "environment-check") {
+        m.environment_check = boolean(node, at);
       } else if (key == "effects") {
         for (const auto& [ek, en] : table(node, at)) {
           std::string ekey(ek.str());
@@ -164,7 +166,7 @@ class ModelFileReader {
                                "in-place");
         }
       } else {
-        unknown(k, where, "names, patterns, result, grad-mode, effects");
+        unknown(k, where, "names, patterns, result, grad-mode, environment-check, effects");
       }
     }
     std::vector<std::string> patterns;

@@ -81,6 +81,9 @@ struct CallModel {
   bool releases_cache = false;               // torch.cuda.empty_cache()
   std::optional<Operand> anomaly_detection;  // switches anomaly detection on when this operand is true
   bool in_place = false;                     // updates its receiver in place (add_, copy_)
+  // A test of the machine or the process (`torch.cuda.is_available()`): the
+  // same on every step of a run, and true on the runs the rules are about.
+  bool environment_check = false;
   std::string file;                          // where it was declared
   uint32_t line = 0;
 };

@@ -1028,6 +1028,16 @@ bool Model::accumulates_grads(const Call& c) const {
   return model && model->backward && model->accumulates_grads && is_backward_call(c);
 }
 
+bool Model::is_environment_check(TSNode condition) const {
+  condition = unparenthesize(condition);
+  Kind k = kind_of(condition);
+  if (k == Kind::BooleanOperator && text(ts_node_child(condition, 1)) == "and")
+    return is_environment_check(field(condition, "left")) && is_environment_check(field(condition, "right"));
+  if (k != Kind::Call) return false;
+  const CallModel* model = library().call(qualify(field(condition, "function")));
+  return model && model->environment_check;
+}
+
 bool Model::releases_cache(const Call& c) const {
   const CallModel* model = call_model(c);
   return model && model->releases_cache;

@@ -210,6 +210,10 @@ class Model {
   bool accumulates_grads(const Call& c) const;
   // The optimizer a call steps (`opt.step()`, `scaler.step(opt)`), or null.
   TSNode stepped_optimizer(const Call& c) const;
+  // Whether `condition` only tests the machine or the process
+  // (`torch.cuda.is_available()`, possibly joined by `and`): a branch under it
+  // runs on every step of the runs that matter.
+  bool is_environment_check(TSNode condition) const;
   // Whether `c` releases the accelerator's cache (torch.cuda.empty_cache()).
   bool releases_cache(const Call& c) const;
 

@@ -146,7 +146,7 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
             "'detached'");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nreturns = { grad = \"none\" }\n"),
             "inhouse.toml:3:1: calls[0]: unknown key 'returns' (expected one of: names, patterns, result, grad-mode, "
-            "effects)");
+            "environment-check, effects)");
   EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
             "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),
