@@ -564,7 +564,13 @@ struct Model::Builder {
     }
     c.function = current_function();
     c.loop = current_loop();
-    if (!c.method.empty() && one_of(c.method, kModuleOnlyMethods)) {
+    // Use as evidence of a module: a method only modules have, or `x.eval()`
+    // with no argument and `x.train(False)` (a trainer's `train()` is not one).
+    bool mode_switch = (c.method == "eval" && ts_node_named_child_count(c.args) == 0) ||
+                       (c.method == "train" && ts_node_named_child_count(c.args) == 1 &&
+                        (kind_of(ts_node_named_child(c.args, 0)) == Kind::False ||
+                         kind_of(ts_node_named_child(c.args, 0)) == Kind::True));
+    if (!c.method.empty() && (mode_switch || one_of(c.method, kModuleOnlyMethods))) {
       std::string recv = m.qualify(c.receiver);
       if (!recv.empty()) m.module_evidence_.insert(recv);
     }
