@@ -175,13 +175,13 @@ class ModelFileReader {
     for (const auto& name : named) {
       CallModel copy = m;
       copy.name = name;
-      if (m.backward) out_.backward_names_[name.substr(name.rfind('.') + 1)] = true;
+      out_.note_effects(name, m);
       out_.calls_[name] = std::move(copy);
     }
     for (const auto& p : patterns) {
       CallModel copy = m;
       copy.name = p;
-      if (m.backward) out_.backward_names_[p.substr(p.rfind('.') + 1)] = true;
+      out_.note_effects(p, m);
       out_.call_patterns_.push_back(std::move(copy));
     }
   }
@@ -314,6 +314,11 @@ bool glob_match(const std::string& pattern, std::string_view name) {
 }
 
 }  // namespace
+
+void LibraryModels::note_effects(const std::string& name, const CallModel& m) {
+  unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u);
+  if (effects) effect_names_[name.substr(name.rfind('.') + 1)] |= effects;
+}
 
 void LibraryModels::load(std::string_view text, const std::string& path) { ModelFileReader(*this, path).read(text); }
 

@@ -132,8 +132,10 @@ class LibraryModels {
   bool has_hooks(std::string_view base) const;
 
   // Whether some model of a callable whose name ends in `.name` (or is `name`)
-  // runs backward: a cheap gate before resolving a call's receiver.
-  bool may_run_backward(std::string_view name) const { return backward_names_.count(std::string(name)) > 0; }
+  // has that effect: cheap gates before resolving a call's receiver.
+  bool may_run_backward(std::string_view name) const { return has_effect(name, kBackward); }
+  bool may_step(std::string_view name) const { return has_effect(name, kStep); }
+  bool may_release_cache(std::string_view name) const { return has_effect(name, kReleaseCache); }
 
   size_t size() const { return calls_.size() + call_patterns_.size(); }
 
@@ -152,7 +154,13 @@ class LibraryModels {
   std::vector<ClassPattern> class_patterns_;
   std::unordered_map<std::string, HookModel> hooks_;  // "class\0method"
   std::unordered_map<std::string, bool> hook_classes_;
-  std::unordered_map<std::string, bool> backward_names_;  // last components
+  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4 };
+  bool has_effect(std::string_view name, unsigned effect) const {
+    auto it = effect_names_.find(std::string(name));
+    return it != effect_names_.end() && (it->second & effect);
+  }
+  void note_effects(const std::string& name, const CallModel& m);
+  std::unordered_map<std::string, unsigned> effect_names_;  // last component -> effects
 };
 
 std::string_view to_string(ValueKind k);

@@ -1002,6 +1002,8 @@ const CallModel* Model::call_model(const Call& c) const {
 
 std::vector<TSNode> Model::backward_subjects(const Call& c) const {
   std::vector<TSNode> out;
+  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
+  if (!library().may_run_backward(last)) return out;
   const CallModel* model = call_model(c);
   if (model && model->backward) {
     TSNode subject = operand(c, *model->backward);
@@ -1017,7 +1019,8 @@ std::vector<TSNode> Model::backward_subjects(const Call& c) const {
 }
 
 TSNode Model::stepped_optimizer(const Call& c) const {
-  const CallModel* model = call_model(c);
+  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
+  const CallModel* model = library().may_step(last) ? call_model(c) : nullptr;
   if (model && model->steps) return operand(c, *model->steps);
   // The documented default for a receiver of unknown class: `x.step()` steps
   // an optimizer when `x` is one by construction or configuration, and
@@ -1045,6 +1048,8 @@ bool Model::is_environment_check(TSNode condition) const {
 }
 
 bool Model::releases_cache(const Call& c) const {
+  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
+  if (!library().may_release_cache(last)) return false;
   const CallModel* model = call_model(c);
   return model && model->releases_cache;
 }
