@@ -225,9 +225,16 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       ->transform(CLI::AsSizeValue(false));
   cmd.add_option("-p,--build-path", a.build_path,
                  "C++: the build directory holding compile_commands.json (default: searched upward from each file)");
-  cmd.add_option("--extra-arg", a.extra_args, "C++: an argument appended to every compile command (repeatable)");
+  // One value per flag, as clang-tidy's: `--extra-arg=-DX train.cpp` must not take the path.
+  cmd.add_option("--extra-arg", a.extra_args, "C++: an argument appended to every compile command (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd.add_option("--extra-arg-before", a.extra_args_before,
-                 "C++: an argument inserted before every compile command's own (repeatable)");
+                 "C++: an argument inserted before every compile command's own (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* config = cmd.add_option(
       "--config", a.config,
       "Use this configuration file (pyproject.toml or torchleak.toml) for every file, instead of the nearest one");
