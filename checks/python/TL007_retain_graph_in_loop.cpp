@@ -73,7 +73,7 @@ class RetainGraphInLoop final : public Check {
     const Model& m = ctx.model();
     std::unordered_set<std::string> releasing = releasing_functions(m);
     for (const Call& c : m.calls()) {
-      if (!m.is_backward_call(c) || c.loop < 0) continue;
+      if (c.loop < 0 || !m.is_backward_call(c)) continue;
       TSNode retain = retain_argument(m, c);
       if (kind_of(unparenthesize(retain)) != Kind::True) continue;
       TSNode create = unparenthesize(create_argument(m, c));

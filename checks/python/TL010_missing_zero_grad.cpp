@@ -179,7 +179,7 @@ class MissingZeroGrad final : public Check {
     std::unordered_set<int> decided;
     std::optional<ClearingIndex> index;
     for (const Call& c : m.calls()) {
-      if (!m.accumulates_grads(c) || c.loop < 0) continue;
+      if (c.loop < 0 || !m.accumulates_grads(c)) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
         if (m.loops()[loop].kind == LoopKind::Comprehension) break;

@@ -238,6 +238,7 @@ class ModelFileReader {
         copy.cls = c;
         copy.method = m;
         out_.hooks_[c + '\0' + m] = std::move(copy);
+        out_.hook_methods_[m] = true;
       }
     }
   }
@@ -316,7 +317,8 @@ bool glob_match(const std::string& pattern, std::string_view name) {
 }  // namespace
 
 void LibraryModels::note_effects(const std::string& name, const CallModel& m) {
-  unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u);
+  unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u) |
+                     (m.grad_mode != GradMode::Unchanged ? kGradMode : 0u);
   if (effects) effect_names_[name.substr(name.rfind('.') + 1)] |= effects;
 }
 
@@ -346,23 +348,32 @@ std::shared_ptr<const LibraryModels> LibraryModels::with_files(const std::vector
   return m;
 }
 
-std::string LibraryModels::canonical(std::string_view q) const {
-  std::string s(q);
-  if (aliases_.empty() || s.empty()) return s;
+std::optional<std::string> LibraryModels::aliased(std::string_view q) const {
+  if (aliases_.empty() || q.empty()) return std::nullopt;
   // The longest aliased prefix that ends at a dot or at the end of the name.
-  for (size_t end = s.size();;) {
-    if (auto it = aliases_.find(s.substr(0, end)); it != aliases_.end()) return it->second + s.substr(end);
-    size_t dot = s.rfind('.', end - 1);
-    if (dot == std::string::npos || dot == 0) return s;
+  for (size_t end = q.size();;) {
+    if (auto it = aliases_.find(q.substr(0, end)); it != aliases_.end()) {
+      std::string out = it->second;
+      out.append(q.substr(end));
+      return out;
+    }
+    size_t dot = q.rfind('.', end - 1);
+    if (dot == std::string_view::npos || dot == 0) return std::nullopt;
     end = dot;
   }
 }
 
+std::string LibraryModels::canonical(std::string_view q) const {
+  std::optional<std::string> a = aliased(q);
+  return a ? std::move(*a) : std::string(q);
+}
+
 const CallModel* LibraryModels::call(std::string_view q) const {
-  if (auto it = calls_.find(std::string(q)); it != calls_.end()) return &it->second;
-  std::string c = canonical(q);
-  if (c != q)
-    if (auto it = calls_.find(c); it != calls_.end()) return &it->second;
+  if (auto it = calls_.find(q); it != calls_.end()) return &it->second;
+  std::optional<std::string> a = aliased(q);
+  if (a)
+    if (auto it = calls_.find(*a); it != calls_.end()) return &it->second;
+  std::string_view c = a ? std::string_view(*a) : q;
   // Patterns in file order; the last match wins, so a later, narrower pattern overrides.
   const CallModel* found = nullptr;
   for (const auto& p : call_patterns_)
@@ -416,7 +427,9 @@ const HookModel* LibraryModels::hook(std::string_view base, std::string_view met
   return it == hooks_.end() ? nullptr : &it->second;
 }
 
-bool LibraryModels::has_hooks(std::string_view base) const { return hook_classes_.count(canonical(base)) > 0; }
+bool LibraryModels::has_hooks(std::string_view base) const {
+  return hook_classes_.count(base) > 0 || hook_classes_.count(canonical(base)) > 0;
+}
 
 std::string_view to_string(ValueKind k) {
   for (const auto& c : kKind)

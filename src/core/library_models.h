@@ -18,6 +18,14 @@
 
 namespace torchleak {
 
+// Maps keyed by name and looked up by a view: no temporary string per question.
+struct ModelNameHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+template <class V>
+using ModelNameMap = std::unordered_map<std::string, V, ModelNameHash, std::equal_to<>>;
+
 // A model file that cannot be read: the message names the file, the line and the problem.
 class ModelError : public std::runtime_error {
  public:
@@ -111,6 +119,8 @@ class LibraryModels {
   // The import path of `qualified` after the models' aliases
   // ("pytorch_lightning.LightningModule" -> "lightning.pytorch.LightningModule").
   std::string canonical(std::string_view qualified) const;
+  // The same, only when an alias applies.
+  std::optional<std::string> aliased(std::string_view qualified) const;
 
   // A function or class called by its qualified name.
   const CallModel* call(std::string_view qualified) const;
@@ -128,6 +138,8 @@ class LibraryModels {
 
   // A hook `method` of a class deriving from `base` (qualified), or null.
   const HookModel* hook(std::string_view base, std::string_view method) const;
+  // Whether some framework has a hook of this name (a gate before looking at bases).
+  bool is_hook_name(std::string_view method) const { return hook_methods_.count(method) > 0; }
   // Whether `base` (qualified) is a class some hook belongs to.
   bool has_hooks(std::string_view base) const;
 
@@ -136,6 +148,7 @@ class LibraryModels {
   bool may_run_backward(std::string_view name) const { return has_effect(name, kBackward); }
   bool may_step(std::string_view name) const { return has_effect(name, kStep); }
   bool may_release_cache(std::string_view name) const { return has_effect(name, kReleaseCache); }
+  bool may_set_grad_mode(std::string_view name) const { return has_effect(name, kGradMode); }
 
   size_t size() const { return calls_.size() + call_patterns_.size(); }
 
@@ -146,21 +159,22 @@ class LibraryModels {
     std::vector<std::string> except;
     ValueKind kind = ValueKind::Unknown;
   };
-  std::unordered_map<std::string, CallModel> calls_;
+  ModelNameMap<CallModel> calls_;
   std::vector<CallModel> call_patterns_;  // `name` holds the pattern
-  std::unordered_map<std::string, std::string> aliases_;  // prefix -> prefix
-  std::unordered_map<std::string, ValueKind> class_kinds_;
-  std::unordered_map<std::string, std::vector<std::string>> class_bases_;
+  ModelNameMap<std::string> aliases_;  // prefix -> prefix
+  ModelNameMap<ValueKind> class_kinds_;
+  ModelNameMap<std::vector<std::string>> class_bases_;
   std::vector<ClassPattern> class_patterns_;
-  std::unordered_map<std::string, HookModel> hooks_;  // "class\0method"
-  std::unordered_map<std::string, bool> hook_classes_;
-  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4 };
+  ModelNameMap<HookModel> hooks_;  // "class\0method"
+  ModelNameMap<bool> hook_classes_;
+  ModelNameMap<bool> hook_methods_;  // the hooks' method names, a gate
+  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4, kGradMode = 8 };
   bool has_effect(std::string_view name, unsigned effect) const {
-    auto it = effect_names_.find(std::string(name));
+    auto it = effect_names_.find(name);
     return it != effect_names_.end() && (it->second & effect);
   }
   void note_effects(const std::string& name, const CallModel& m);
-  std::unordered_map<std::string, unsigned> effect_names_;  // last component -> effects
+  ModelNameMap<unsigned> effect_names_;  // last component -> effects
 };
 
 std::string_view to_string(ValueKind k);

@@ -227,12 +227,15 @@ struct Model::Builder {
     }
     // A context manager of this file (contextlib.contextmanager) that yields
     // under a grad-disabled region disables grad where it is used.
-    std::vector<Region> decided;
-    for (const auto& use : local_grad_uses) {
-      const Function* f = m.find_function(use.name);
-      if (f && yields_with_grad_disabled(*f)) decided.push_back({use.start, use.end, GradState::Disabled});
+    if (!local_grad_uses.empty()) {
+      NameSet disabling;  // module-level context managers of the file that yield under no_grad
+      for (const Function& f : m.functions_)
+        if (f.parent < 0 && f.cls < 0 && yields_with_grad_disabled(f)) disabling.insert(f.name);
+      std::vector<Region> decided;
+      for (const auto& use : local_grad_uses)
+        if (disabling.count(use.name)) decided.push_back({use.start, use.end, GradState::Disabled});
+      m.regions_.insert(m.regions_.end(), decided.begin(), decided.end());
     }
-    m.regions_.insert(m.regions_.end(), decided.begin(), decided.end());
     sort_regions();
   }
 
@@ -338,7 +341,7 @@ struct Model::Builder {
     for (const auto& d : f.decorators) {
       // What the decorator does to autograd, from the library models; a
       // function of this file is decided after the walk, from its body.
-      const CallModel* model = library.call(d);
+      const CallModel* model = library.may_set_grad_mode(last_component(d)) ? library.call(d) : nullptr;
       GradMode mode = model ? model->grad_mode : GradMode::Unchanged;
       if (mode == GradMode::Disabled || mode == GradMode::InferenceArgument)
         m.regions_.push_back({start_byte(f.body), end_byte(f.body), GradState::Disabled});
@@ -439,7 +442,9 @@ struct Model::Builder {
   // The grad state a call of a mode context manager sets (Maybe: none it knows).
   std::optional<GradState> mode_of_call(TSNode value) const {
     if (kind_of(value) != Kind::Call) return std::nullopt;
-    const CallModel* model = library.call(m.qualify(field(value, "function")));
+    std::string callee = m.qualify(field(value, "function"));
+    if (!library.may_set_grad_mode(last_component(callee))) return std::nullopt;
+    const CallModel* model = library.call(callee);
     if (!model) return std::nullopt;
     TSNode flag = first_argument(value);
     switch (model->grad_mode) {
@@ -585,7 +590,9 @@ struct Model::Builder {
     // (ts_node_parent costs the node's depth: asked only of these calls.)
     // `stack.enter_context(torch.no_grad())` on a contextlib.ExitStack: the
     // same, until the end of the block (the `with ExitStack()` body).
-    const CallModel* model = c.callee.empty() ? nullptr : library.call(c.callee);
+    const CallModel* model = c.callee.empty() || !library.may_set_grad_mode(last_component(c.callee))
+                                 ? nullptr
+                                 : library.call(c.callee);
     bool sets_grad = model && model->grad_mode == GradMode::Argument;
     std::optional<GradState> entered;
     if (c.method == "enter_context" && ts_node_named_child_count(c.args) == 1)
@@ -1033,6 +1040,8 @@ TSNode Model::stepped_optimizer(const Call& c) const {
 }
 
 bool Model::accumulates_grads(const Call& c) const {
+  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
+  if (!library().may_run_backward(last)) return false;
   const CallModel* model = call_model(c);
   return model && model->backward && model->accumulates_grads && is_backward_call(c);
 }
@@ -1057,8 +1066,8 @@ bool Model::releases_cache(const Call& c) const {
 const HookModel* Model::hook_model(int function) const {
   if (function < 0) return nullptr;
   const Function& f = functions_[static_cast<size_t>(function)];
-  if (f.cls < 0) return nullptr;
   const LibraryModels& lib = library();
+  if (f.cls < 0 || !lib.is_hook_name(f.name)) return nullptr;
   std::vector<int> work{f.cls};
   std::unordered_set<int> seen;
   while (!work.empty()) {
