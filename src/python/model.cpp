@@ -100,20 +100,36 @@ Provenance join(Provenance a, Provenance b) {
   return Provenance::Unknown;
 }
 
-std::vector<TSNode> returned_values(const Function& f) {
-  std::vector<TSNode> out;
+namespace {
+
+enum class Visit { Descend, Skip, Stop };
+
+// Visits the nodes of `f`'s body that are its own, not those of the functions,
+// classes or lambdas nested in it; true when `visit` stopped the walk.
+template <class F>
+bool walk_own_body(const Function& f, F visit) {
   std::vector<TSNode> work{f.body};
   while (!work.empty()) {
     TSNode n = work.back();
     work.pop_back();
     Kind k = kind_of(n);
     if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-    if (k == Kind::ReturnStatement) {
-      if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
-      continue;
-    }
-    push_named_children(n, work);
+    Visit v = visit(n, k);
+    if (v == Visit::Stop) return true;
+    if (v == Visit::Descend) push_named_children(n, work);
   }
+  return false;
+}
+
+}  // namespace
+
+std::vector<TSNode> returned_values(const Function& f) {
+  std::vector<TSNode> out;
+  walk_own_body(f, [&](TSNode n, Kind k) {
+    if (k != Kind::ReturnStatement) return Visit::Descend;
+    if (ts_node_named_child_count(n)) out.push_back(ts_node_named_child(n, 0));
+    return Visit::Skip;
+  });
   return out;
 }
 
@@ -250,16 +266,13 @@ struct Model::Builder {
       return d == "contextlib.contextmanager" || d == "contextmanager";
     });
     if (!contextmanager) return false;
-    std::vector<TSNode> work{f.body};
-    while (!work.empty()) {
-      TSNode n = work.back();
-      work.pop_back();
-      Kind k = kind_of(n);
-      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
-      if (std::string_view(ts_node_type(n)) == "yield") return m.grad_state(start_byte(n)) == GradState::Disabled;
-      push_named_children(n, work);
-    }
-    return false;
+    bool disabled = false;
+    walk_own_body(f, [&](TSNode n, Kind) {
+      if (std::string_view(ts_node_type(n)) != "yield") return Visit::Descend;
+      disabled = m.grad_state(start_byte(n)) == GradState::Disabled;
+      return Visit::Stop;  // the first yield decides
+    });
+    return disabled;
   }
 
   void enter(TSNode node, Kind kind) {
