@@ -99,8 +99,8 @@ class OversizedLayer final : public Check {
                             size_format::parameter_count(e->parameters), size_format::bytes(fp32),
                             size_format::bytes(training));
     f.help = fmt::format(
-        "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank bottleneck, a smaller vocabulary, "
-        "sparse or hashed embeddings) or shard it across devices",
+        "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank "
+        "bottleneck, a smaller vocabulary, sparse or hashed embeddings) or shard it across devices",
         size_format::bytes(options.oversized_layer_bytes));
     sink.report(result, std::move(f));
   }

@@ -25,7 +25,6 @@ namespace torchleak::python {
 
 namespace {
 
-
 // The position of retain_graph in each signature:
 // Tensor.backward(gradient, retain_graph, create_graph, inputs),
 // torch.autograd.backward(tensors, grad_tensors, retain_graph, create_graph, ...),

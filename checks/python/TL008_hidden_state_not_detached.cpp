@@ -56,7 +56,6 @@ bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();
 }
 
-
 int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
 
 // The module-level functions of the file by name, the first definition of a

@@ -48,15 +48,6 @@ constexpr int kMaxCallDepth = 4;
 // other modules (values {"calls", qualified callee...}).
 constexpr std::string_view kSummaryFact = "clears-gradients";
 
-
-// The last component of what a call calls: `opt.zero_grad` -> "zero_grad".
-std::string_view call_name(const Call& c) {
-  if (!c.method.empty()) return c.method;
-  std::string_view callee = c.callee;
-  size_t dot = callee.rfind('.');
-  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
-}
-
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
 // `zero_grad`, `clear_grads`, `reset_gradients`, `zero_gradients`.
@@ -64,7 +55,6 @@ bool names_clearing(std::string_view name) {
   if (contains(name, "zero_grad")) return true;
   return contains(name, "grad") && (contains(name, "zero") || contains(name, "clear") || contains(name, "reset"));
 }
-
 
 // What clears_in_range asks of the file for every range it reads, built
 // once per file.

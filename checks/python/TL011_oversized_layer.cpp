@@ -240,8 +240,8 @@ class OversizedLayer final : public Check {
                               code_snippet(m.text(c.func)), args, size_format::parameter_count(e->parameters),
                               size_format::bytes(fp32), size_format::bytes(training)));
       d.help = fmt::format(
-          "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank bottleneck, a smaller vocabulary, "
-          "sparse or hashed embeddings) or shard it across devices",
+          "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank "
+          "bottleneck, a smaller vocabulary, sparse or hashed embeddings) or shard it across devices",
           size_format::bytes(ctx.config().oversized_layer_bytes));
       ctx.report(std::move(d));
     }

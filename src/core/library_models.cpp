@@ -431,10 +431,4 @@ bool LibraryModels::has_hooks(std::string_view base) const {
   return hook_classes_.count(base) > 0 || hook_classes_.count(canonical(base)) > 0;
 }
 
-std::string_view to_string(ValueKind k) {
-  for (const auto& c : kKind)
-    if (c.value == k) return c.word;
-  return "unknown";
-}
-
 }  // namespace torchleak

@@ -150,7 +150,6 @@ class LibraryModels {
   bool may_release_cache(std::string_view name) const { return has_effect(name, kReleaseCache); }
   bool may_set_grad_mode(std::string_view name) const { return has_effect(name, kGradMode); }
 
-  size_t size() const { return calls_.size() + call_patterns_.size(); }
 
  private:
   friend class ModelFileReader;
@@ -176,7 +175,5 @@ class LibraryModels {
   void note_effects(const std::string& name, const CallModel& m);
   ModelNameMap<unsigned> effect_names_;  // last component -> effects
 };
-
-std::string_view to_string(ValueKind k);
 
 }  // namespace torchleak

@@ -211,11 +211,8 @@ struct Model::Builder {
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
     // What each backward call differentiates, from the library models (once
     // the bindings are known, so that a receiver's class can be read).
-    for (const Call& c : m.calls_) {
-      std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
-      if (!library.may_run_backward(last)) continue;
+    for (const Call& c : m.calls_)
       for (TSNode subject : m.backward_subjects(c)) mark_backward_subject(subject, c.function);
-    }
     for (size_t i = 0; i < m.calls_.size(); ++i) {
       const Call& c = m.calls_[i];
       if (c.method == "append" || c.method == "extend" || c.method == "insert") {
@@ -233,7 +230,6 @@ struct Model::Builder {
       m.loop_outer_[i] = open.empty() ? -1 : open.back();
       open.push_back(static_cast<int>(i));
     }
-    sort_regions();
     // Framework hooks run under the mode their framework gives them.
     for (size_t f = 0; f < m.functions_.size(); ++f) {
       Function& fn = m.functions_[f];
@@ -241,6 +237,7 @@ struct Model::Builder {
       if (fn.hook && fn.hook->grad_mode == GradMode::Disabled)
         m.regions_.push_back({start_byte(fn.body), end_byte(fn.body), GradState::Disabled});
     }
+    sort_regions();  // grad_state reads them in order, from here on
     // A context manager of this file (contextlib.contextmanager) that yields
     // under a grad-disabled region disables grad where it is used.
     if (!local_grad_uses.empty()) {
@@ -444,7 +441,7 @@ struct Model::Builder {
     }
   }
 
-  // The first argument of a mode call, as GradState: True, False or a runtime value.
+  // The first argument of a mode call, positional or by keyword (`mode=False`).
   static TSNode first_argument(TSNode call) {
     TSNode args = field(call, "arguments");
     TSNode mode = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
@@ -452,7 +449,8 @@ struct Model::Builder {
     return mode;
   }
 
-  // The grad state a call of a mode context manager sets (Maybe: none it knows).
+  // The grad state a call of a mode context manager sets (Maybe: decided at
+  // run time); nullopt when the models know no grad mode for what it calls.
   std::optional<GradState> mode_of_call(TSNode value) const {
     if (kind_of(value) != Kind::Call) return std::nullopt;
     std::string callee = m.qualify(field(value, "function"));
@@ -603,22 +601,16 @@ struct Model::Builder {
     // (ts_node_parent costs the node's depth: asked only of these calls.)
     // `stack.enter_context(torch.no_grad())` on a contextlib.ExitStack: the
     // same, until the end of the block (the `with ExitStack()` body).
-    const CallModel* model = c.callee.empty() || !library.may_set_grad_mode(last_component(c.callee))
-                                 ? nullptr
-                                 : library.call(c.callee);
-    bool sets_grad = model && model->grad_mode == GradMode::Argument;
-    std::optional<GradState> entered;
-    if (c.method == "enter_context" && ts_node_named_child_count(c.args) == 1)
-      entered = mode_of_call(unparenthesize(ts_node_named_child(c.args, 0)));
-    TSNode statement = sets_grad || entered ? ts_node_parent(node) : TSNode{};
-    if (sets_grad && kind_of(statement) == Kind::ExpressionStatement && ts_node_named_child_count(c.args) == 1) {
-      Kind flag = kind_of(ts_node_named_child(c.args, 0));
-      GradState state = flag == Kind::False ? GradState::Disabled : flag == Kind::True ? GradState::Enabled
-                                                                                    : GradState::Maybe;
-      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), state});
+    std::optional<GradState> set;
+    if (!c.callee.empty() && library.may_set_grad_mode(call_name(c)) && ts_node_named_child_count(c.args) == 1) {
+      const CallModel* model = library.call(c.callee);
+      if (model && model->grad_mode == GradMode::Argument) set = mode_of_call(node);
+    } else if (c.method == "enter_context" && ts_node_named_child_count(c.args) == 1) {
+      set = mode_of_call(unparenthesize(ts_node_named_child(c.args, 0)));
     }
-    if (entered && kind_of(statement) == Kind::ExpressionStatement)
-      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), *entered});
+    TSNode statement = set ? ts_node_parent(node) : TSNode{};
+    if (set && kind_of(statement) == Kind::ExpressionStatement)
+      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), *set});
     m.calls_.push_back(std::move(c));
   }
 
@@ -1021,26 +1013,26 @@ const CallModel* Model::call_model(const Call& c) const {
 }
 
 std::vector<TSNode> Model::backward_subjects(const Call& c) const {
+  if (!library().may_run_backward(call_name(c))) return {};
+  return backward_subjects(c, call_model(c));
+}
+
+std::vector<TSNode> Model::backward_subjects(const Call& c, const CallModel* model) const {
   std::vector<TSNode> out;
-  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
-  if (!library().may_run_backward(last)) return out;
-  const CallModel* model = call_model(c);
-  if (model && model->backward) {
-    TSNode subject = operand(c, *model->backward);
-    // A method of a receiver whose class is unknown, named backward and given a
-    // value (accelerator.backward(loss), engine.backward(loss)): the value is
-    // differentiated, not the receiver.
-    TSNode first = positional_argument(c, 0);
-    bool unknown_receiver = !c.method.empty() && model->name == "torch.Tensor.backward" && class_of(c.receiver).empty();
-    if (unknown_receiver && !is_null(first)) out.push_back(first);
-    if (!is_null(subject)) out.push_back(subject);
-  }
+  if (!model || !model->backward) return out;
+  TSNode subject = operand(c, *model->backward);
+  // A method of a receiver whose class is unknown, named backward and given a
+  // value (accelerator.backward(loss), engine.backward(loss)): the value is
+  // differentiated, not the receiver.
+  TSNode first = positional_argument(c, 0);
+  bool unknown_receiver = !c.method.empty() && model->name == "torch.Tensor.backward" && class_of(c.receiver).empty();
+  if (unknown_receiver && !is_null(first)) out.push_back(first);
+  if (!is_null(subject)) out.push_back(subject);
   return out;
 }
 
 TSNode Model::stepped_optimizer(const Call& c) const {
-  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
-  const CallModel* model = library().may_step(last) ? call_model(c) : nullptr;
+  const CallModel* model = library().may_step(call_name(c)) ? call_model(c) : nullptr;
   if (model && model->steps) return operand(c, *model->steps);
   // The documented default for a receiver of unknown class: `x.step()` steps
   // an optimizer when `x` is one by construction or configuration, and
@@ -1053,10 +1045,9 @@ TSNode Model::stepped_optimizer(const Call& c) const {
 }
 
 bool Model::accumulates_grads(const Call& c) const {
-  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
-  if (!library().may_run_backward(last)) return false;
-  const CallModel* model = call_model(c);
-  return model && model->backward && model->accumulates_grads && is_backward_call(c);
+  if (!library().may_run_backward(call_name(c))) return false;
+  const CallModel* model = call_model(c);  // resolved once for both questions
+  return model && model->accumulates_grads && !backward_subjects(c, model).empty();
 }
 
 bool Model::is_environment_check(TSNode condition) const {
@@ -1070,8 +1061,7 @@ bool Model::is_environment_check(TSNode condition) const {
 }
 
 bool Model::releases_cache(const Call& c) const {
-  std::string_view last = c.method.empty() ? last_component(c.callee) : std::string_view(c.method);
-  if (!library().may_release_cache(last)) return false;
+  if (!library().may_release_cache(call_name(c))) return false;
   const CallModel* model = call_model(c);
   return model && model->releases_cache;
 }

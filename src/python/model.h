@@ -113,6 +113,15 @@ struct Call {
   int loop = -1;
 };
 
+// The last component of what a call calls: `opt.zero_grad()` -> "zero_grad",
+// `torch.cuda.empty_cache()` -> "empty_cache".
+inline std::string_view call_name(const Call& c) {
+  if (!c.method.empty()) return c.method;
+  std::string_view callee = c.callee;
+  size_t dot = callee.rfind('.');
+  return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
+}
+
 struct Region {
   uint32_t start = 0;
   uint32_t end = 0;
@@ -205,6 +214,8 @@ class Model {
   // argument of `torch.autograd.backward(loss)` and `accelerator.backward(loss)`;
   // empty when `c` runs no backward pass.
   std::vector<TSNode> backward_subjects(const Call& c) const;
+  // The same for a call whose model is already resolved.
+  std::vector<TSNode> backward_subjects(const Call& c, const CallModel* model) const;
   bool is_backward_call(const Call& c) const { return !backward_subjects(c).empty(); }
   // A backward call that adds into the parameters' .grad (not torch.autograd.grad).
   bool accumulates_grads(const Call& c) const;

@@ -65,7 +65,7 @@ def find_binary(given: str | None) -> str:
 
 def run(args) -> int:
     binary = find_binary(args.binary)
-    rows, status = [], 0
+    rows = []
     for repo in read_tsv(REPOS):
         tree = Path(args.trees) / repo["repo"].replace("/", "__")
         if not tree.is_dir():
@@ -89,7 +89,7 @@ def run(args) -> int:
             print(f"  error: {e['path']}: {e['message'][:200]}")
     rows.sort(key=key)
     write_tsv(FINDINGS, FINDING_FIELDS, rows)
-    return status
+    return 0
 
 
 def tables() -> tuple[str, list[str]]:
