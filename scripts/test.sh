@@ -8,8 +8,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 presets=${TORCHLEAK_TEST_PRESETS:-dev asan fuzz}
-# pre-commit: the hook test; neovim: the editor test; python3-torch: the runtime oracle.
-TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim python3-torch python3-numpy ${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
+# pre-commit: the hook test; neovim: the editor test; python3-torch: the runtime oracle;
+# python3: the accuracy scorer (tools/accuracy/score.py).
+TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim python3 python3-torch python3-numpy ${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
 
 for preset in $presets; do
   start=$SECONDS
