@@ -225,7 +225,10 @@ class ModelFileReader {
       else if (key == "methods") methods = strings(node, at);
       else if (key == "role") h.role = choice(node, at, kRole);
       else if (key == "grad-mode") h.grad_mode = choice(node, at, kGradMode);
-      else unknown(k, where, "classes, methods, role, grad-mode");
+      else if (key == "batch") {
+        h.batch = operand(node, at);
+        if (h.batch->kind != Operand::Kind::Argument) fail(node, at, "must be an argument (argN), not self");
+      } else unknown(k, where, "classes, methods, role, grad-mode, batch");
     }
     if (classes.empty()) fail(t, where, "needs `classes`, the framework's base classes");
     if (methods.empty()) fail(t, where, "needs `methods`, the hooks' names");

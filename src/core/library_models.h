@@ -101,6 +101,9 @@ struct HookModel {
   std::string method;  // "validation_step"
   HookRole role = HookRole::None;
   GradMode grad_mode = GradMode::Unchanged;  // the framework runs it under this mode
+  // The argument through which the framework passes the batch, already moved
+  // to the module's device (Lightning's `batch`): argN counts after `self`.
+  std::optional<Operand> batch;
 };
 
 class LibraryModels {

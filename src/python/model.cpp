@@ -1117,10 +1117,16 @@ std::vector<int> Model::enclosing_loops(uint32_t byte, int function) const {
 GradState Model::grad_state(uint32_t byte) const {
   // Regions are sorted by start; the last containing one is the innermost.
   GradState state = GradState::Enabled;
+  bool decided = false;
   for (const auto& r : regions_) {
     if (r.start > byte) break;
-    if (byte < r.end) state = r.state;
+    if (byte < r.end) {
+      state = r.state;
+      decided = true;
+    }
   }
+  // No region of its own: the mode its callers run it under.
+  if (!decided) state = entry_grad(function_at(byte));
   return state;
 }
 

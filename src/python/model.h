@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -23,6 +24,41 @@ namespace torchleak::python {
 // Whether a value carries autograd history. Unknown never produces a finding.
 enum class Provenance : uint8_t { Unknown, Detached, Attached };
 Provenance join(Provenance a, Provenance b);
+
+// Where a tensor lives.
+enum class Device : uint8_t { Unknown, Host, Accelerator };
+
+struct ValueParts;
+
+// The abstract value of an expression, computed by one engine
+// (Model::value): facets for autograd history, device and kind, and, where
+// the code shows it, the value's structure: the positions of a tuple (a tuple
+// display, a function's tuple return), the fields of a dict or model output
+// (`out["loss"]`, `out.logits`) and a summary of a container's elements.
+struct Value {
+  Provenance grad = Provenance::Unknown;
+  Device device = Device::Unknown;
+  ValueKind kind = ValueKind::Unknown;
+  bool scalar = false;  // one element (`.item()`, a full reduction `.sum()`)
+  std::shared_ptr<const ValueParts> parts;
+
+  // Whether the value, or something it holds, is on an accelerator.
+  bool on_accelerator() const;
+  // What a position, a field, or any element holds; Unknown when not known.
+  Value item(size_t index) const;
+  Value field(std::string_view name) const;
+  Value element() const;
+};
+
+struct ValueParts {
+  std::vector<Value> items;                            // positions
+  std::vector<std::pair<std::string, Value>> fields;  // string keys and attributes
+  std::optional<Value> element;                       // the join of every element
+};
+
+// The join of two values that may reach the same place (branches, call sites).
+Value join(const Value& a, const Value& b);
+Device join(Device a, Device b);
 
 enum class GradState : uint8_t {
   Enabled,   // autograd records operations
@@ -278,6 +314,15 @@ class Model {
 
   // --- values ---
   Provenance provenance(TSNode expr) const;
+  // The abstract value of `expr` (value.cpp): facets and structure, followed
+  // through bindings, in-place stores, calls of the file's functions and
+  // methods (their returns evaluated with the arguments' values), the
+  // parameters' values at the file's call sites, the library models, and the
+  // batches the frameworks pass to their hooks.
+  Value value(TSNode expr) const;
+  // The grad mode a function runs under when no region of its own decides:
+  // Disabled when every call site of it in the file runs with grad disabled.
+  GradState entry_grad(int function) const;
   bool is_module_instance(TSNode expr) const;
   bool is_loss_function(TSNode expr) const;
   bool is_optimizer(TSNode expr) const;
@@ -294,6 +339,25 @@ class Model {
   friend struct Builder;
 
   Provenance provenance_uncached(TSNode expr, int depth) const;
+  // The value engine (value.cpp); `env` binds a function's parameters to the
+  // arguments of the call being evaluated.
+  struct ValueEnv;
+  Value value_at(TSNode expr, const ValueEnv* env, int depth) const;
+  Value value_uncached(TSNode expr, const ValueEnv* env, int depth) const;
+  Value binding_value(const Binding& b, const ValueEnv* env, int depth) const;
+  Value call_value(TSNode call, const ValueEnv* env, int depth) const;
+  Value returns_value(const Function& f, const ValueEnv* env, int depth) const;
+  Value parameter_value(const Function& f, size_t index, int depth) const;
+  Value module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const;
+  Value arguments_joined(TSNode args, const ValueEnv* env, int depth) const;
+  Value stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
+                    int depth) const;
+  Device moved_to(TSNode call, const ValueEnv* env, int depth) const;
+  Device device_argument(TSNode arg, const ValueEnv* env, int depth) const;
+  bool module_moved_in_place(std::string_view name, int function) const;
+  // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class.
+  std::vector<const Call*> call_sites(const Function& f) const;
+  bool used_other_than_called(const Function& f, size_t calls) const;
   Provenance provenance_at(TSNode expr, int depth) const;
   Provenance binding_provenance(const Binding& b, int depth) const;
   Provenance call_provenance(TSNode call, int depth) const;
@@ -347,6 +411,11 @@ class Model {
   std::unordered_map<std::string, std::vector<int>> stores_by_container_;
 
   mutable std::unordered_map<uint64_t, Provenance> provenance_cache_;
+  mutable std::unordered_map<uint64_t, Value> value_cache_;
+  mutable std::unordered_set<uint64_t> value_in_progress_;
+  mutable std::vector<signed char> entry_grad_;  // per function: -1 not asked, else a GradState
+  mutable std::vector<bool> entry_grad_busy_;
+  mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
   mutable std::unordered_set<uint64_t> in_progress_;
 };
 

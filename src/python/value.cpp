@@ -1,0 +1,862 @@
+// The value engine: one abstract interpretation of expressions that every
+// rule asks (Model::value). A value has facets (autograd history, device,
+// kind) and, where the code shows it, structure (positions, fields, the
+// elements of a container). Values are followed through bindings, in-place
+// stores into containers, the file's functions and methods (each call's
+// returns evaluated with its arguments' values, a context-sensitive summary),
+// the values of a function's parameters at its call sites, the library
+// models, and the batches frameworks pass to their hooks. Autograd history
+// comes from Model::provenance where the structure says nothing more.
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+#include "python/model.h"
+
+namespace torchleak::python {
+
+struct Model::ValueEnv {
+  const Function* function = nullptr;
+  std::vector<std::pair<std::string_view, Value>> params;
+  int level = 0;  // how many calls deep the evaluation is
+};
+
+namespace {
+
+constexpr int kMaxValueDepth = 40;
+constexpr int kMaxCallLevel = 3;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+template <size_t N>
+bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
+  return std::find(set.begin(), set.end(), s) != set.end();
+}
+
+uint64_t node_key(TSNode n) {
+  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
+}
+
+constexpr std::array<std::string_view, 4> kAccelerators = {"cuda", "mps", "xpu", "npu"};
+// Attributes of a tensor that are metadata, not tensors.
+constexpr std::array<std::string_view, 8> kMetadata = {"shape", "dtype", "device", "is_cuda", "requires_grad",
+                                                       "ndim", "grad_fn", "is_leaf"};
+// Full reductions when called without arguments: one element.
+constexpr std::array<std::string_view, 11> kReductions = {"sum", "mean", "max", "min", "norm", "prod",
+                                                          "std", "var", "all", "any", "logsumexp"};
+// Methods of nn.Module that return the module itself.
+constexpr std::array<std::string_view, 10> kModuleSelfMethods = {"eval", "train", "float", "half", "double",
+                                                                 "bfloat16", "requires_grad_", "apply",
+                                                                 "to_empty", "share_memory"};
+// Methods of nn.Module that return no tensor computed from the input.
+constexpr std::array<std::string_view, 16> kModuleOtherMethods = {
+    "parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+    "modules", "named_modules", "state_dict", "load_state_dict", "zero_grad", "register_buffer",
+    "register_parameter", "register_forward_hook", "add_module", "get_submodule"};
+// Builtins returning a Python number or string.
+constexpr std::array<std::string_view, 8> kNumberBuiltins = {"float", "int", "bool", "len",
+                                                             "round", "str", "repr", "isinstance"};
+// Builtins building a container of their argument's elements.
+constexpr std::array<std::string_view, 5> kContainerBuiltins = {"list", "tuple", "sorted", "reversed", "set"};
+// Calls yielding what their first argument yields.
+constexpr std::array<std::string_view, 7> kPassThrough = {"tqdm", "iter", "islice", "cycle", "chain",
+                                                          "prefetch", "track"};
+
+Value facets(Provenance grad, Device device, ValueKind kind, bool scalar = false) {
+  Value v;
+  v.grad = grad;
+  v.device = device;
+  v.kind = kind;
+  v.scalar = scalar;
+  return v;
+}
+
+Value container(std::vector<Value> items, std::optional<Value> element) {
+  auto parts = std::make_shared<ValueParts>();
+  parts->items = std::move(items);
+  parts->element = std::move(element);
+  Value v;
+  v.kind = ValueKind::Container;
+  v.parts = std::move(parts);
+  return v;
+}
+
+// The facets of a value without its structure: what indexing or slicing a
+// tensor, or reading an attribute of an object of unknown structure, gives.
+Value flat(const Value& v) {
+  Value out = v;
+  out.parts.reset();
+  out.scalar = false;
+  if (out.kind == ValueKind::Container || out.kind == ValueKind::Module) out.kind = ValueKind::Unknown;
+  return out;
+}
+
+// A tensor computed from operands on these devices.
+Device combine(Device a, Device b) {
+  if (a == Device::Accelerator || b == Device::Accelerator) return Device::Accelerator;
+  if (a == Device::Host && b == Device::Host) return Device::Host;
+  return Device::Unknown;
+}
+
+std::string_view unquote(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size() && std::isalpha(static_cast<unsigned char>(s[i]))) ++i;  // prefixes: b, r, f
+  s = s.substr(i);
+  if (s.size() >= 6 && (s.substr(0, 3) == "\"\"\"" || s.substr(0, 3) == "'''")) return s.substr(3, s.size() - 6);
+  if (s.size() >= 2) return s.substr(1, s.size() - 2);
+  return s;
+}
+
+}  // namespace
+
+Device join(Device a, Device b) {
+  if (a == b) return a;
+  if (a == Device::Accelerator || b == Device::Accelerator) return Device::Accelerator;
+  return Device::Unknown;
+}
+
+Value join(const Value& a, const Value& b) {
+  Value out;
+  out.grad = join(a.grad, b.grad);
+  out.device = join(a.device, b.device);
+  out.kind = a.kind == b.kind ? a.kind : ValueKind::Unknown;
+  out.scalar = a.scalar && b.scalar;
+  if (!a.parts) {
+    out.parts = b.parts;
+  } else if (!b.parts) {
+    out.parts = a.parts;
+  } else {
+    auto parts = std::make_shared<ValueParts>();
+    const ValueParts& pa = *a.parts;
+    const ValueParts& pb = *b.parts;
+    if (pa.items.size() == pb.items.size()) {
+      for (size_t i = 0; i < pa.items.size(); ++i) parts->items.push_back(join(pa.items[i], pb.items[i]));
+    }
+    parts->fields = pa.fields;
+    for (const auto& [name, v] : pb.fields) {
+      auto it = std::find_if(parts->fields.begin(), parts->fields.end(), [&](const auto& f) { return f.first == name; });
+      if (it == parts->fields.end()) parts->fields.emplace_back(name, v);
+      else it->second = join(it->second, v);
+    }
+    if (pa.element && pb.element) parts->element = join(*pa.element, *pb.element);
+    else parts->element = pa.element ? pa.element : pb.element;
+    out.parts = std::move(parts);
+  }
+  return out;
+}
+
+bool Value::on_accelerator() const {
+  if (device == Device::Accelerator) return true;
+  if (!parts) return false;
+  for (const Value& v : parts->items)
+    if (v.on_accelerator()) return true;
+  for (const auto& f : parts->fields)
+    if (f.second.on_accelerator()) return true;
+  return parts->element && parts->element->on_accelerator();
+}
+
+Value Value::item(size_t index) const {
+  if (parts) {
+    if (index < parts->items.size()) return parts->items[index];
+    return element();
+  }
+  if (kind == ValueKind::Tensor || kind == ValueKind::Unknown || kind == ValueKind::ModelOutput) return flat(*this);
+  return {};
+}
+
+Value Value::field(std::string_view name) const {
+  if (parts) {
+    for (const auto& f : parts->fields)
+      if (f.first == name) return f.second;
+    if (parts->element) return *parts->element;
+    return {};
+  }
+  if (kind == ValueKind::Tensor || kind == ValueKind::Unknown || kind == ValueKind::ModelOutput) return flat(*this);
+  return {};
+}
+
+Value Value::element() const {
+  if (parts) {
+    if (parts->element) return *parts->element;
+    std::optional<Value> all;
+    for (const Value& v : parts->items) all = all ? join(*all, v) : v;
+    for (const auto& f : parts->fields) all = all ? join(*all, f.second) : f.second;
+    return all ? *all : Value{};
+  }
+  if (kind == ValueKind::Tensor || kind == ValueKind::Unknown) return flat(*this);
+  if (kind == ValueKind::Loader) return facets(Provenance::Detached, Device::Host, ValueKind::Unknown);
+  return {};
+}
+
+Value Model::value(TSNode expr) const { return value_at(expr, nullptr, 0); }
+
+Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
+  expr = unparenthesize(expr);
+  if (is_null(expr) || depth > kMaxValueDepth) return {};
+  uint64_t key = node_key(expr);
+  if (!env) {
+    if (auto it = value_cache_.find(key); it != value_cache_.end()) return it->second;
+    if (!value_in_progress_.insert(key).second) return {};  // a cycle
+  }
+  Value v = value_uncached(expr, env, depth);
+  if (v.grad == Provenance::Unknown && !v.parts) v.grad = provenance_at(expr, 0);
+  if (!env) {
+    value_in_progress_.erase(key);
+    value_cache_[key] = v;
+  }
+  return v;
+}
+
+Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
+  switch (kind_of(expr)) {
+    case Kind::Integer:
+    case Kind::Float: return facets(Provenance::Detached, Device::Host, ValueKind::Number, true);
+    case Kind::String:
+    case Kind::True:
+    case Kind::False:
+    case Kind::ComparisonOperator:
+    case Kind::NotOperator: return facets(Provenance::Detached, Device::Host, ValueKind::Other, true);
+    case Kind::None: return facets(Provenance::Detached, Device::Host, ValueKind::None, true);
+    case Kind::UnaryOperator:
+    case Kind::Await: {
+      uint32_t n = ts_node_named_child_count(expr);
+      return n ? value_at(ts_node_named_child(expr, n - 1), env, depth + 1) : Value{};
+    }
+    case Kind::BinaryOperator: {
+      Value a = value_at(field(expr, "left"), env, depth + 1);
+      Value b = value_at(field(expr, "right"), env, depth + 1);
+      if (a.kind == ValueKind::Container && b.kind == ValueKind::Container)  // [x] + [y]
+        return container({}, join(a.element(), b.element()));
+      Value out;
+      out.grad = join(a.grad, b.grad);
+      out.device = combine(a.device, b.device);
+      out.kind = a.kind == ValueKind::Tensor || b.kind == ValueKind::Tensor ? ValueKind::Tensor
+                 : a.kind == ValueKind::Number && b.kind == ValueKind::Number ? ValueKind::Number
+                                                                             : ValueKind::Unknown;
+      out.scalar = a.scalar && b.scalar;
+      return out;
+    }
+    case Kind::BooleanOperator:
+      return join(value_at(field(expr, "left"), env, depth + 1), value_at(field(expr, "right"), env, depth + 1));
+    case Kind::ConditionalExpression: {
+      // `a if cond else b`; a test of the machine (`"cuda" if
+      // torch.cuda.is_available() else "cpu"`) takes the branch of the runs
+      // the rules are about.
+      if (ts_node_named_child_count(expr) < 3) return {};
+      Value yes = value_at(ts_node_named_child(expr, 0), env, depth + 1);
+      if (is_environment_check(ts_node_named_child(expr, 1))) return yes;
+      return join(yes, value_at(ts_node_named_child(expr, 2), env, depth + 1));
+    }
+    case Kind::Tuple:
+    case Kind::List:
+    case Kind::Set:
+    case Kind::ExpressionList: {
+      std::vector<Value> items;
+      Provenance grad = Provenance::Detached;
+      for_each_named_child(expr, [&](TSNode n) {
+        if (kind_of(n) == Kind::Comment) return;
+        if (kind_of(n) == Kind::ListSplat) {  // [*a, b]: positions are no longer known
+          items.push_back(value_at(ts_node_named_child(n, 0), env, depth + 1).element());
+          return;
+        }
+        items.push_back(value_at(n, env, depth + 1));
+        grad = join(grad, items.back().grad);
+      });
+      std::optional<Value> element;
+      for (const Value& v : items) element = element ? join(*element, v) : v;
+      Value out = container(std::move(items), std::move(element));
+      out.grad = grad;
+      return out;
+    }
+    case Kind::Dictionary: {
+      auto parts = std::make_shared<ValueParts>();
+      for_each_named_child(expr, [&](TSNode pair) {
+        if (kind_of(pair) == Kind::Comment) return;
+        if (kind_of(pair) == Kind::DictionarySplat) {
+          Value other = value_at(ts_node_named_child(pair, 0), env, depth + 1);
+          if (other.parts) parts->fields.insert(parts->fields.end(), other.parts->fields.begin(), other.parts->fields.end());
+          Value e = other.element();
+          parts->element = parts->element ? join(*parts->element, e) : e;
+          return;
+        }
+        Value v = value_at(field(pair, "value"), env, depth + 1);
+        TSNode key = field(pair, "key");
+        if (kind_of(key) == Kind::String) parts->fields.emplace_back(std::string(unquote(text(key))), v);
+        parts->element = parts->element ? join(*parts->element, v) : v;
+      });
+      Value out;
+      out.kind = ValueKind::Container;
+      out.parts = std::move(parts);
+      return out;
+    }
+    case Kind::ListComprehension:
+    case Kind::SetComprehension:
+    case Kind::GeneratorExpression: return container({}, value_at(field(expr, "body"), env, depth + 1));
+    case Kind::DictionaryComprehension: {
+      TSNode body = field(expr, "body");
+      TSNode v = field(body, "value");
+      return container({}, value_at(is_null(v) ? body : v, env, depth + 1));
+    }
+    case Kind::Subscript: {
+      Value object = value_at(field(expr, "value"), env, depth + 1);
+      TSNode key = unparenthesize(field(expr, "subscript"));
+      switch (kind_of(key)) {
+        case Kind::String: return object.field(unquote(text(key)));
+        case Kind::Integer: {
+          std::string digits(text(key));
+          size_t index = digits.size() < 9 ? std::stoul(digits) : 0;
+          return object.item(index);
+        }
+        default:
+          // A slice of a container is a container of the same elements.
+          if (kind_of(key) == Kind::Other && object.kind == ValueKind::Container &&
+              text(key).find(':') != std::string_view::npos)
+            return container({}, object.element());
+          return object.element();
+      }
+    }
+    case Kind::Call: return call_value(expr, env, depth);
+    case Kind::Attribute: {
+      std::string_view attr = text(field(expr, "attribute"));
+      if (one_of(attr, kMetadata)) return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+      std::string q = qualify(expr);
+      int fn = function_at(start_byte(expr));
+      if (starts_with(q, "self.")) {
+        Value v;
+        if (const Binding* b = attribute_binding(q, fn)) v = binding_value(*b, nullptr, depth + 1);
+        if (v.kind == ValueKind::Unknown && is_module_instance(expr)) v.kind = ValueKind::Module;
+        if (v.kind == ValueKind::Module && module_moved_in_place(q, fn)) v.device = Device::Accelerator;
+        return v;
+      }
+      Value object = value_at(field(expr, "object"), env, depth + 1);
+      if (attr == "data" || attr == "grad") {
+        Value v = flat(object);
+        v.grad = Provenance::Detached;
+        return v;
+      }
+      if (object.kind == ValueKind::Module) {  // a submodule, a parameter or a buffer
+        Value v = facets(Provenance::Unknown, object.device, ValueKind::Unknown);
+        if (is_module_instance(expr)) v.kind = ValueKind::Module;
+        return v;
+      }
+      return object.field(attr);
+    }
+    case Kind::Identifier: {
+      std::string_view name = text(expr);
+      int fn = function_at(start_byte(expr));
+      if (name == "self" && fn >= 0) {
+        int cls = functions_[fn].cls;
+        return facets(Provenance::Unknown, Device::Unknown,
+                      cls >= 0 && class_is_module(cls) ? ValueKind::Module : ValueKind::Other);
+      }
+      const Binding* b = reaching(name, start_byte(expr), fn);
+      if (!b) return {};
+      Value v;
+      if (b->kind == BindingKind::Parameter && env && b->function >= 0 && env->function == &functions_[b->function]) {
+        for (const auto& [param, arg] : env->params)
+          if (param == name) v = arg;
+      } else {
+        v = binding_value(*b, env, depth + 1);
+      }
+      if (b->function == fn) v = join(v, stored_into(name, b, start_byte(expr), fn, env, depth));
+      if (v.kind == ValueKind::Unknown && is_module_instance(expr)) v.kind = ValueKind::Module;
+      if (v.kind == ValueKind::Module && v.device != Device::Accelerator && module_moved_in_place(name, fn))
+        v.device = Device::Accelerator;
+      return v;
+    }
+    default: return {};
+  }
+}
+
+Value Model::stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
+                         int depth) const {
+  // `x[k] = v` and `x.append(v)` after the binding that reaches `use`: what
+  // the container holds now. A store later in an enclosing loop's body also
+  // reaches the next iteration's reads.
+  auto reaches = [&](uint32_t at) {
+    if (from && at < from->end) return false;
+    if (at < use) return true;
+    int loop = innermost_loop(use, function);
+    return loop >= 0 && loop_contains(loop, at) && (!from || !loop_contains(loop, from->start));
+  };
+  std::optional<Value> element;
+  auto parts = std::make_shared<ValueParts>();
+  for (const Binding* s : bindings_of(name, function)) {
+    if (s->kind != BindingKind::SubscriptStore || s->name != name || !reaches(s->start)) continue;
+    if (kind_of(unparenthesize(s->target)) != Kind::Subscript || text(field(unparenthesize(s->target), "value")) != name)
+      continue;
+    TSNode v = s->value;
+    if (s->element >= 0) continue;  // `a[i], b[i] = ...`: not followed
+    Value stored = value_at(v, env, depth + 1);
+    TSNode key = unparenthesize(field(unparenthesize(s->target), "subscript"));
+    if (kind_of(key) == Kind::String) parts->fields.emplace_back(std::string(unquote(text(key))), stored);
+    element = element ? join(*element, stored) : stored;
+  }
+  if (auto it = stores_by_container_.find(std::string(name)); it != stores_by_container_.end()) {
+    for (int i : it->second) {
+      const Call& c = calls_[i];
+      if (c.function != function || !reaches(start_byte(c.node))) continue;
+      TSNode arg = positional_argument(c, c.method == "insert" ? 1 : 0);
+      if (is_null(arg)) continue;
+      Value stored = value_at(arg, env, depth + 1);
+      if (c.method == "extend") stored = stored.element();
+      element = element ? join(*element, stored) : stored;
+    }
+  }
+  if (!element) return {};
+  parts->element = std::move(element);
+  Value out;
+  out.grad = parts->element->grad;
+  out.parts = std::move(parts);
+  return out;
+}
+
+Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) const {
+  switch (b.kind) {
+    case BindingKind::Assign:
+    case BindingKind::NamedExpr: {
+      TSNode v = unparenthesize(b.value);
+      if (b.element < 0) return value_at(v, env, depth + 1);
+      Kind k = kind_of(v);
+      if ((k == Kind::Tuple || k == Kind::ExpressionList || k == Kind::List) &&
+          static_cast<uint32_t>(b.element) < ts_node_named_child_count(v))
+        return value_at(ts_node_named_child(v, static_cast<uint32_t>(b.element)), env, depth + 1);
+      Value whole = value_at(v, env, depth + 1);
+      Value out = whole.item(static_cast<size_t>(b.element));
+      // `_, predicted = out.max(1)`: the indices carry no history.
+      if (b.element == 1 && k == Kind::Call && out.grad == Provenance::Unknown) out.grad = provenance_at(v, 0);
+      return out;
+    }
+    case BindingKind::AugAssign: {
+      const Binding* prev = reaching(b.name, b.start, b.function);
+      Value before = prev ? binding_value(*prev, env, depth + 1) : Value{};
+      Value add = value_at(b.value, env, depth + 1);
+      if (before.kind == ValueKind::Container) return join(before, container({}, add.element()));
+      Value out = join(before, add);
+      out.device = combine(before.device, add.device);
+      return out;
+    }
+    case BindingKind::ForTarget: {
+      TSNode iterable = field(b.statement, "right");
+      Value element = value_at(iterable, env, depth + 1).element();
+      return b.element >= 0 ? element.item(static_cast<size_t>(b.element)) : element;
+    }
+    case BindingKind::Parameter: {
+      if (b.function < 0) return {};
+      const Function& f = functions_[b.function];
+      size_t index = 0;
+      while (index < f.params.size() && f.params[index] != b.name) ++index;
+      bool method = f.cls >= 0 && !function_has_decorator(b.function, "staticmethod");
+      if (f.hook && f.hook->batch && index == f.hook->batch->index + (method ? 1u : 0u))
+        return facets(Provenance::Detached, Device::Accelerator, ValueKind::Unknown);
+      if (method && index == 0) return {};
+      Value v = parameter_value(f, index, depth + 1);
+      if (!is_null(b.value)) v = join(v, value_at(b.value, env, depth + 1));
+      return v;
+    }
+    case BindingKind::Import: return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+    default: return {};
+  }
+}
+
+std::vector<const Call*> Model::call_sites(const Function& f) const {
+  std::vector<const Call*> out;
+  bool method = f.cls >= 0;
+  if (calls_by_name_.empty() && !calls_.empty()) {
+    for (size_t i = 0; i < calls_.size(); ++i) {
+      std::string_view n = call_name(calls_[i]);
+      auto it = calls_by_name_.find(n);
+      if (it == calls_by_name_.end()) it = calls_by_name_.emplace(std::string(n), std::vector<int>{}).first;
+      it->second.push_back(static_cast<int>(i));
+    }
+  }
+  auto found = calls_by_name_.find(f.name);
+  if (found == calls_by_name_.end()) return out;
+  for (int i : found->second) {
+    const Call& c = calls_[i];
+    if (method) {
+      if (!c.method.empty() && text(unparenthesize(c.receiver)) == "self" && class_of_function(c.function) == f.cls)
+        out.push_back(&c);
+    } else if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier) {
+      out.push_back(&c);
+    }
+  }
+  return out;
+}
+
+Value Model::parameter_value(const Function& f, size_t index, int depth) const {
+  // The join of the arguments at every call site in the file; Unknown when
+  // there is none, or one passes the parameter in a way not followed.
+  if (index >= f.params.size() || depth > kMaxValueDepth) return {};
+  uint64_t key = (uint64_t{1} << 63) | (static_cast<uint64_t>(&f - functions_.data()) << 16) | index;
+  if (!value_in_progress_.insert(key).second) return {};
+  std::optional<Value> out;
+  bool method = f.cls >= 0;
+  size_t position = method ? index - 1 : index;
+  for (const Call* c : call_sites(f)) {
+    TSNode arg = keyword_argument(*c, f.params[index]);
+    if (is_null(arg)) arg = positional_argument(*c, static_cast<uint32_t>(position));
+    if (is_null(arg)) {
+      out.reset();
+      break;
+    }
+    Value v = value_at(arg, nullptr, depth + 1);
+    out = out ? join(*out, v) : v;
+  }
+  value_in_progress_.erase(key);
+  return out ? *out : Value{};
+}
+
+Value Model::arguments_joined(TSNode args, const ValueEnv* env, int depth) const {
+  std::optional<Value> all;
+  for_each_named_child(args, [&](TSNode a) {
+    Kind k = kind_of(a);
+    if (k == Kind::Comment) return;
+    Value v;
+    if (k == Kind::KeywordArgument) v = value_at(field(a, "value"), env, depth + 1);
+    else if (k == Kind::ListSplat || k == Kind::DictionarySplat) v = value_at(ts_node_named_child(a, 0), env, depth + 1);
+    else v = value_at(a, env, depth + 1);
+    all = all ? join(*all, v) : v;
+  });
+  return container({}, all ? *all : Value{});
+}
+
+Value Model::module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const {
+  Value out;
+  out.grad = provenance_at(call, 0);
+  if (module.device == Device::Accelerator || arguments_joined(field(call, "arguments"), env, depth).on_accelerator())
+    out.device = Device::Accelerator;
+  return out;
+}
+
+Value Model::returns_value(const Function& f, const ValueEnv* env, int depth) const {
+  // A generator's `return` is not what the caller receives.
+  std::string_view body = text(f.body);
+  if (body.find("yield") != std::string_view::npos) return {};
+  std::vector<TSNode> values = returned_values(f);
+  if (values.empty()) return facets(Provenance::Detached, Device::Host, ValueKind::None);
+  std::optional<Value> out;
+  for (TSNode v : values) {
+    Value r = value_at(v, env, depth + 1);
+    out = out ? join(*out, r) : r;
+  }
+  return *out;
+}
+
+Device Model::device_argument(TSNode arg, const ValueEnv* env, int depth) const {
+  arg = unparenthesize(arg);
+  if (is_null(arg) || depth > kMaxValueDepth) return Device::Unknown;
+  switch (kind_of(arg)) {
+    case Kind::String: {
+      std::string_view s = text(arg);
+      for (std::string_view a : kAccelerators)
+        if (s.find(a) != std::string_view::npos) return Device::Accelerator;
+      return s.find("cpu") != std::string_view::npos ? Device::Host : Device::Unknown;
+    }
+    case Kind::Integer: return Device::Accelerator;  // `.to(0)`: a CUDA ordinal
+    case Kind::ConditionalExpression: {
+      if (ts_node_named_child_count(arg) < 3) return Device::Unknown;
+      Device yes = device_argument(ts_node_named_child(arg, 0), env, depth + 1);
+      if (is_environment_check(ts_node_named_child(arg, 1))) return yes;
+      return join(yes, device_argument(ts_node_named_child(arg, 2), env, depth + 1));
+    }
+    case Kind::Call: {
+      std::string callee = qualify(field(arg, "function"));
+      if (callee != "torch.device") return Device::Unknown;
+      Call c{};
+      c.args = field(arg, "arguments");
+      TSNode first = positional_argument(c, 0);
+      Device d = device_argument(first, env, depth + 1);
+      return d == Device::Unknown && !is_null(first) && kind_of(first) != Kind::String ? Device::Accelerator : d;
+    }
+    case Kind::Identifier:
+    case Kind::Attribute: {
+      std::string q = qualify(arg);
+      if (q.empty() || (starts_with(q, "torch.") && q != "torch.device")) return Device::Unknown;  // torch.float16
+      int fn = function_at(start_byte(arg));
+      const Binding* b = kind_of(arg) == Kind::Attribute ? attribute_binding(q, fn) : reaching(q, start_byte(arg), fn);
+      if (b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) {
+        Device d = device_argument(b->value, nullptr, depth + 1);
+        if (d != Device::Unknown) return d;
+      }
+      // A name for a device: `device`, `self.device`, `args.gpu`, `local_rank`.
+      std::string leaf(q.substr(q.rfind('.') == std::string::npos ? 0 : q.rfind('.') + 1));
+      for (auto& ch : leaf) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (leaf.find("device") != std::string::npos || leaf == "dev" || leaf == "gpu" || leaf == "rank" ||
+          leaf == "local_rank")
+        return Device::Accelerator;
+      return Device::Unknown;
+    }
+    default: return Device::Unknown;
+  }
+}
+
+Device Model::moved_to(TSNode call, const ValueEnv* env, int depth) const {
+  TSNode func = unparenthesize(field(call, "function"));
+  if (kind_of(func) != Kind::Attribute) return Device::Unknown;
+  std::string_view method = text(field(func, "attribute"));
+  if (method == "cpu") return Device::Host;
+  TSNode args = field(call, "arguments");
+  if (method == "cuda") return Device::Accelerator;
+  if (method != "to") return Device::Unknown;
+  Device out = Device::Unknown;
+  for_each_named_child(args, [&](TSNode a) {
+    if (out != Device::Unknown) return;
+    if (kind_of(a) == Kind::KeywordArgument) {
+      if (text(field(a, "name")) == "device") out = device_argument(field(a, "value"), env, depth + 1);
+      return;
+    }
+    if (kind_of(a) == Kind::Comment) return;
+    out = device_argument(a, env, depth + 1);
+    if (out == Device::Unknown) {  // `.to(other)`: that tensor's device
+      Value other = value_at(a, env, depth + 1);
+      if (other.kind == ValueKind::Tensor) out = other.device;
+    }
+  });
+  return out;
+}
+
+bool Model::module_moved_in_place(std::string_view name, int function) const {
+  // `model.cuda()`, `model.to(device)` as statements, in the same function or
+  // at module level (any method of the class for `self.x`).
+  bool attribute = name.find('.') != std::string_view::npos;
+  for (const Call& c : calls_) {
+    if (c.method != "cuda" && c.method != "to") continue;
+    if (!(c.function == function || c.function < 0 || attribute)) continue;
+    if (qualify(unparenthesize(c.receiver)) != name) continue;
+    if (moved_to(c.node, nullptr, 0) == Device::Accelerator) return true;
+  }
+  return false;
+}
+
+Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
+  TSNode func = unparenthesize(field(call, "function"));
+  TSNode args = field(call, "arguments");
+  Call c{};
+  c.node = call;
+  c.func = func;
+  c.args = args;
+  c.callee = qualify(func);
+  int level = env ? env->level : 0;
+  // The returns of a function of this file, with its parameters bound to
+  // this call's arguments.
+  auto summary = [&](const Function& f, bool method) -> Value {
+    if (level >= kMaxCallLevel) return {};
+    ValueEnv inner;
+    inner.function = &f;
+    inner.level = level + 1;
+    size_t first = method ? 1 : 0;
+    for (size_t i = first; i < f.params.size(); ++i) {
+      TSNode arg = keyword_argument(c, f.params[i]);
+      if (is_null(arg)) arg = positional_argument(c, static_cast<uint32_t>(i - first));
+      if (is_null(arg)) continue;
+      inner.params.emplace_back(f.params[i], value_at(arg, env, depth + 1));
+    }
+    return returns_value(f, &inner, depth + 1);
+  };
+  auto from_model = [&](const CallModel& cm, const Value& receiver) -> std::optional<Value> {
+    Value out;
+    out.kind = cm.kind;
+    switch (cm.device) {
+      case DeviceFacet::Host: out.device = Device::Host; break;
+      case DeviceFacet::Accelerator: out.device = Device::Accelerator; break;
+      case DeviceFacet::FromInputs: {
+        Device d = Device::Unknown;
+        bool first = true;
+        auto take = [&](const Value& v) {
+          Device vd = v.on_accelerator() ? Device::Accelerator : v.device;
+          d = first ? vd : combine(d, vd);
+          first = false;
+        };
+        if (cm.from.empty()) {
+          if (!is_null(c.receiver)) take(receiver);
+          for_each_named_child(args, [&](TSNode a) {
+            if (kind_of(a) == Kind::Comment) return;
+            take(value_at(kind_of(a) == Kind::KeywordArgument ? field(a, "value") : a, env, depth + 1));
+          });
+        } else {
+          for (const Operand& op : cm.from) {
+            if (op.kind == Operand::Kind::Self) take(receiver);
+            else take(value_at(operand(c, op), env, depth + 1));
+          }
+        }
+        out.device = d;
+        break;
+      }
+      case DeviceFacet::Unknown: return std::nullopt;
+    }
+    if (cm.grad == GradFacet::None) out.grad = Provenance::Detached;
+    out.scalar = cm.kind == ValueKind::Number;
+    return out;
+  };
+
+  if (kind_of(func) == Kind::Attribute) {
+    c.method = std::string(text(field(func, "attribute")));
+    c.receiver = field(func, "object");
+    std::string_view method = c.method;
+    TSNode receiver_node = unparenthesize(c.receiver);
+    // self.helper(...) of this class: its summary; self(...) / self.forward(...) of a module: its output.
+    if (kind_of(receiver_node) == Kind::Identifier && text(receiver_node) == "self") {
+      int cls = class_of_function(function_at(start_byte(call)));
+      if (const Function* f = find_method(cls, method)) {
+        if (!(method == "forward" && class_is_module(cls))) return summary(*f, true);
+      }
+    }
+    Value receiver = value_at(receiver_node, env, depth + 1);
+    if (method == "to" || method == "cuda" || method == "cpu") {
+      Device d = moved_to(call, env, depth);
+      Value out = receiver.kind == ValueKind::Container ? receiver : flat(receiver);
+      if (receiver.kind == ValueKind::Module) out.kind = ValueKind::Module;
+      if (d != Device::Unknown) out.device = d;
+      if (d == Device::Host && out.parts) out.parts.reset();
+      return out;
+    }
+    if (method == "item" || method == "tolist")
+      return facets(Provenance::Detached, Device::Host, method == "item" ? ValueKind::Number : ValueKind::Container,
+                    method == "item");
+    if (method == "numpy") return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+    if (method == "detach" || method == "detach_") {
+      Value out = flat(receiver);
+      out.grad = Provenance::Detached;
+      return out;
+    }
+    if (receiver.kind == ValueKind::Module) {
+      if (one_of(method, kModuleSelfMethods)) return receiver;
+      if (one_of(method, kModuleOtherMethods)) return facets(Provenance::Unknown, Device::Unknown, ValueKind::Other);
+      return module_output(call, receiver, env, depth);
+    }
+    if (receiver.parts || receiver.kind == ValueKind::Container) {
+      if (method == "get" || method == "pop") {
+        TSNode key = unparenthesize(positional_argument(c, 0));
+        return kind_of(key) == Kind::String ? receiver.field(unquote(text(key))) : receiver.element();
+      }
+      if (method == "values") return container({}, receiver.element());
+      if (method == "items")
+        return container({}, container({facets(Provenance::Detached, Device::Host, ValueKind::Other), receiver.element()},
+                                       std::nullopt));
+      if (method == "keys" || method == "index" || method == "count")
+        return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+      if (method == "copy") return receiver;
+    }
+    if (const CallModel* cm = call_model(c)) {
+      if (auto v = from_model(*cm, receiver)) return *v;
+    }
+    if (one_of(method, kReductions) && ts_node_named_child_count(args) == 0) {
+      Value out = flat(receiver);
+      out.scalar = true;
+      return out;
+    }
+    // An unknown method of a tensor keeps its device.
+    if (receiver.kind == ValueKind::Tensor || receiver.kind == ValueKind::Unknown) {
+      Value out = flat(receiver);
+      if (receiver.kind == ValueKind::Unknown && receiver.device == Device::Unknown) return {};
+      return out;
+    }
+    return {};
+  }
+
+  if (kind_of(func) == Kind::Identifier) {
+    std::string_view name = text(func);
+    if (const Function* f = find_function(name)) return summary(*f, false);
+    if (const Class* k = find_class(name))
+      return facets(Provenance::Detached, Device::Host,
+                    class_is_module(static_cast<int>(k - classes_.data())) ? ValueKind::Module : ValueKind::Other);
+    if (c.callee == name) {  // a builtin
+      if (one_of(name, kNumberBuiltins))
+        return facets(Provenance::Detached, Device::Host, name == "str" || name == "repr" ? ValueKind::Other : ValueKind::Number,
+                      true);
+      Call args_only{};
+      args_only.args = args;
+      TSNode first = positional_argument(args_only, 0);
+      if (one_of(name, kContainerBuiltins)) return container({}, value_at(first, env, depth + 1).element());
+      if (name == "next") return value_at(first, env, depth + 1).element();
+      if (name == "enumerate")
+        return container({}, container({facets(Provenance::Detached, Device::Host, ValueKind::Number, true),
+                                        value_at(first, env, depth + 1).element()},
+                                       std::nullopt));
+      if (name == "zip") {
+        std::vector<Value> items;
+        for_each_named_child(args, [&](TSNode a) {
+          if (kind_of(a) != Kind::KeywordArgument && kind_of(a) != Kind::Comment)
+            items.push_back(value_at(a, env, depth + 1).element());
+        });
+        return container({}, container(std::move(items), std::nullopt));
+      }
+    }
+  }
+  std::string_view last = c.callee;
+  if (size_t dot = last.rfind('.'); dot != std::string_view::npos) last = last.substr(dot + 1);
+  if (one_of(last, kPassThrough)) {
+    Call args_only{};
+    args_only.args = args;
+    return value_at(positional_argument(args_only, 0), env, depth + 1);
+  }
+  Value callee = value_at(func, env, depth + 1);
+  if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
+  if (starts_with(c.callee, "torch.")) {
+    TSNode device = keyword_argument(c, "device");
+    if (!is_null(device)) {
+      Value out = facets(Provenance::Detached, device_argument(device, env, depth + 1), ValueKind::Tensor);
+      return out;
+    }
+  }
+  if (!c.callee.empty()) {
+    if (const CallModel* cm = library().call(library().canonical(c.callee))) {
+      if (auto v = from_model(*cm, Value{})) return *v;
+      if (cm->kind != ValueKind::Unknown) return facets(Provenance::Unknown, Device::Unknown, cm->kind);
+    }
+    if (ValueKind k = library().class_kind(library().canonical(c.callee)); k != ValueKind::Unknown) {
+      Value out = facets(Provenance::Unknown, Device::Unknown, k);
+      if (k == ValueKind::Module) out.device = Device::Host;
+      return out;
+    }
+  }
+  if (is_module_instance(call)) return facets(Provenance::Detached, Device::Host, ValueKind::Module);
+  return {};
+}
+
+GradState Model::entry_grad(int function) const {
+  // Disabled when the file calls `function` and every call runs with grad
+  // disabled; a function also used other than by a call (passed as a
+  // callback, registered as a hook) may run anywhere.
+  if (function < 0) return GradState::Enabled;
+  if (entry_grad_.empty()) {
+    entry_grad_.assign(functions_.size(), -1);
+    entry_grad_busy_.assign(functions_.size(), false);
+  }
+  size_t i = static_cast<size_t>(function);
+  if (entry_grad_[i] >= 0) return static_cast<GradState>(entry_grad_[i]);
+  if (entry_grad_busy_[i]) return GradState::Enabled;  // recursion
+  entry_grad_busy_[i] = true;
+  const Function& f = functions_[i];
+  GradState state = GradState::Enabled;
+  std::vector<const Call*> sites = call_sites(f);
+  if (!sites.empty() && f.hook == nullptr && f.name.substr(0, 2) != "__") {
+    state = GradState::Disabled;
+    for (const Call* c : sites) {
+      if (grad_state(start_byte(c->node)) != GradState::Disabled) {
+        state = GradState::Enabled;
+        break;
+      }
+    }
+    if (state == GradState::Disabled && used_other_than_called(f, sites.size())) state = GradState::Enabled;
+  }
+  entry_grad_busy_[i] = false;
+  entry_grad_[i] = static_cast<signed char>(state);
+  return state;
+}
+
+bool Model::used_other_than_called(const Function& f, size_t calls) const {
+  // Every mention of the name (an identifier, or `self.<name>` in a method)
+  // that is not the callee of a call.
+  size_t mentions = 0;
+  for (const Reference& r : references_) {
+    if (text(r.node) != (f.cls >= 0 ? std::string_view("self") : std::string_view(f.name))) continue;
+    if (f.cls >= 0) {
+      if (kind_of(r.parent) != Kind::Attribute || text(field(r.parent, "attribute")) != f.name) continue;
+    }
+    ++mentions;
+  }
+  return mentions > calls;
+}
+
+}  // namespace torchleak::python
