@@ -407,7 +407,8 @@ class ModuleTensorCache final : public Check {
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       if (m.feeds_backward(b.name, fn)) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
-      if (is_null(v) || !taint.of(v, fn)) continue;
+      if (is_null(v) || !taint.of(v, fn) || m.value(v).grad == Provenance::Detached) continue;
+      if (reset_by_owner(m, b.name, fn)) continue;
       Store s;
       s.where = b.target;
       s.kind = b.kind == BindingKind::AugAssign ? StoreKind::Accumulate : StoreKind::Assign;
@@ -457,6 +458,32 @@ class ModuleTensorCache final : public Check {
       if (!s.values.empty()) out.push_back(std::move(s));
     }
     return out;
+  }
+
+  // Whether the file starts the attribute afresh (a value without history)
+  // in a function other than `fn` and __init__ that a method of a module
+  // calls: forward calling `self.initialize_states()` each call, an owner's
+  // decode calling `self.attention.clear_cache()` after its decoding loop or
+  // setting `module.causal_cache = None` on every submodule. The state then
+  // spans one call of the owner, not the life of the module. A reset that a
+  // script calls once after many steps (`model.reset_statistics()` after a
+  // gathering loop) is periodic: the module keeps each step's graph meanwhile.
+  static bool reset_by_owner(const Model& m, const std::string& attribute, int fn) {
+    std::string_view leaf = last_component(attribute);
+    for (const Binding& b : m.bindings()) {
+      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || b.function < 0 || b.function == fn)
+        continue;
+      if (b.name.find('.') == std::string::npos || last_component(b.name) != leaf) continue;
+      const Function& f = m.functions()[b.function];
+      if (f.name == "__init__" || m.mentions(b.value, b.name)) continue;
+      if (m.value(b.value).grad != Provenance::Detached) continue;
+      for (const Call& c : m.calls()) {
+        if (call_name(c) != f.name || c.function < 0) continue;
+        int owner = m.functions()[c.function].cls;
+        if (owner >= 0 && m.module_class(owner) != ModuleAnswer::No) return true;
+      }
+    }
+    return false;
   }
 
   // Edits that detach `v`: each element of a literal tuple, list or dict

@@ -35,11 +35,6 @@ constexpr int kMaxDepth = 12;
 
 constexpr std::array<std::string_view, 8> kConcatenations = {"cat", "concat", "concatenate", "stack",
                                                              "vstack", "hstack", "row_stack", "column_stack"};
-// Methods whose result lives on the host.
-constexpr std::array<std::string_view, 6> kHostMethods = {"cpu", "item", "tolist", "numpy", "__len__", "size"};
-// Reductions to one element when called without arguments.
-constexpr std::array<std::string_view, 9> kReductions = {"sum", "mean", "max", "min", "norm", "prod", "std", "var", "all"};
-constexpr std::array<std::string_view, 4> kAccelerators = {"cuda", "mps", "xpu", "npu"};
 
 template <size_t N>
 bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
@@ -54,62 +49,9 @@ struct Store {
   uint32_t at = 0;
   int function = -1;
   int loop = -1;
+  TSNode statement{};  // the store's call or assignment
+  TSNode first{};      // `v` in `acc = v if acc is None else torch.cat((acc, v))`: the first entry
 };
-
-// What `.to(arg)` says about the device: +1 an accelerator, -1 the host, 0 not a device (a dtype).
-int device_argument(const Model& m, TSNode arg) {
-  arg = unparenthesize(arg);
-  if (is_null(arg)) return 0;
-  Kind k = kind_of(arg);
-  if (k == Kind::String) {
-    std::string_view s = m.text(arg);
-    for (std::string_view a : kAccelerators)
-      if (s.find(a) != std::string_view::npos) return 1;
-    return s.find("cpu") != std::string_view::npos ? -1 : 0;
-  }
-  if (k == Kind::Integer) return 1;  // `.to(0)`: a CUDA ordinal
-  std::string q = m.qualify(arg);
-  if (q.rfind("torch.", 0) == 0 && q != "torch.device") return 0;  // torch.float16
-  if (k == Kind::Call) {
-    std::string callee = m.qualify(field(arg, "function"));
-    if (callee == "torch.device") {
-      TSNode args = field(arg, "arguments");
-      TSNode first = ts_node_named_child_count(args) ? ts_node_named_child(args, 0) : TSNode{};
-      if (!is_null(first) && kind_of(first) == Kind::String) return device_argument(m, first);
-      return 1;
-    }
-    return 0;
-  }
-  std::string_view leaf = q.empty() ? std::string_view() : last_component(q);
-  std::string lower(leaf);
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (lower.find("device") != std::string::npos || lower == "dev" || lower == "gpu" || lower == "rank" ||
-      lower == "local_rank")
-    return 1;
-  return 0;
-}
-
-// Whether a `.to(...)` / `.cuda()` call moves to an accelerator: +1 yes, -1 to the host, 0 neither.
-int moves(const Model& m, TSNode call) {
-  TSNode func = unparenthesize(field(call, "function"));
-  if (kind_of(func) != Kind::Attribute) return 0;
-  std::string_view method = m.text(field(func, "attribute"));
-  if (method == "cuda") return 1;
-  if (method == "cpu") return -1;
-  if (method != "to") return 0;
-  TSNode args = field(call, "arguments");
-  uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
-  for (uint32_t i = 0; i < n; ++i) {
-    TSNode a = ts_node_named_child(args, i);
-    if (kind_of(a) == Kind::KeywordArgument) {
-      if (m.text(field(a, "name")) == "device") return device_argument(m, field(a, "value"));
-      continue;
-    }
-    // `.to(other_tensor)` takes that tensor's device: undecided (0).
-    if (int d = device_argument(m, a); d != 0) return d;
-  }
-  return 0;
-}
 
 class DeviceTensorsCollected final : public Check {
  public:
@@ -125,20 +67,26 @@ class DeviceTensorsCollected final : public Check {
     // The names are views into `stores`, which no longer changes.
     std::map<std::pair<std::string_view, int>, bool> survives;
     for (const Store& s : stores) {
-      if (s.loop < 0 || s.container.empty()) continue;
+      if (s.container.empty()) continue;
       GradState grad = m.grad_state(s.at);
       if (grad == GradState::Maybe) continue;
-      auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
-      if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
-      if (!it->second) continue;
-      if (bounded_in_loop(m, s)) continue;
+      if (s.loop < 0) {
+        if (!survives_evaluation_step(m, s)) continue;
+      } else {
+        auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
+        if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
+        if (!it->second) continue;
+        if (bounded_in_loop(m, s) || consumed_in_loop(m, s)) continue;
+      }
       std::vector<TSNode> leaves;
       device_leaves(m, s, leaves);
-      // With grad enabled at the store, only values computed under a
-      // grad-disabled block just before it (`with torch.no_grad(): out =
-      // model(x)`, then `preds.append(out.logits)`): the rest is TL002's.
+      // With grad enabled at the store, only values without history (computed
+      // under no_grad, here or in the function that returned them): the
+      // rest is TL002's.
       if (grad == GradState::Enabled &&
-          !std::all_of(leaves.begin(), leaves.end(), [&](TSNode l) { return computed_without_grad(m, l, s.function); }))
+          !std::all_of(leaves.begin(), leaves.end(), [&](TSNode l) {
+            return m.value(l).grad == Provenance::Detached || computed_without_grad(m, l, s.function);
+          }))
         continue;
       if (leaves.empty()) continue;
       report(ctx, s, leaves);
@@ -147,54 +95,84 @@ class DeviceTensorsCollected final : public Check {
 
  private:
   static void add_call_store(const Model& m, const Call& c, std::vector<Store>& out) {
-    if (c.loop < 0 || is_null(c.receiver)) return;
+    if (is_null(c.receiver)) return;
     if (c.method != "append" && c.method != "extend" && c.method != "insert") return;
+    if (c.loop < 0 && !in_evaluation_step(m, c.function)) return;
     uint32_t position = c.method == "insert" ? 1 : 0;
     if (m.positional_count(c) != position + 1 || ts_node_named_child_count(c.args) != position + 1) return;
     TSNode container = unparenthesize(c.receiver);
     while (kind_of(container) == Kind::Subscript) container = unparenthesize(field(container, "value"));
     std::string name = m.qualify(container);
     if (name.empty()) return;
-    out.push_back({name, container, m.positional_argument(c, position), TSNode{}, start_byte(c.node), c.function, c.loop});
+    out.push_back({name, container, m.positional_argument(c, position), TSNode{}, start_byte(c.node), c.function, c.loop,
+                   c.node});
+  }
+
+  static bool in_evaluation_step(const Model& m, int function) {
+    return function >= 0 && m.functions()[function].hook && m.functions()[function].hook->role == HookRole::EvaluationStep;
+  }
+
+  // Whether `key` names one fixed slot: a literal, a negative literal, or a slice.
+  static bool fixed_slot(const Model& m, TSNode key) {
+    key = unparenthesize(key);
+    Kind k = kind_of(key);
+    if (k == Kind::String || k == Kind::Integer || k == Kind::Float || k == Kind::True || k == Kind::False ||
+        k == Kind::None)
+      return true;
+    if (k == Kind::UnaryOperator) return fixed_slot(m, ts_node_named_child(key, ts_node_named_child_count(key) - 1));
+    // `buf[:, a:b]`, `buf[i, :]`: a slice writes into existing storage.
+    if (k == Kind::Other || k == Kind::Tuple || k == Kind::ExpressionList) {
+      std::string_view t = m.text(key);
+      return t.find(':') != std::string_view::npos || t.find("...") != std::string_view::npos;
+    }
+    return false;
+  }
+
+  // Whether `name[k] = v` can add an entry: the container is not a list (an
+  // index store replaces one), nor a tensor (a write into preallocated
+  // storage, a tile, a ring buffer).
+  static bool insertion(const Model& m, TSNode container, uint32_t at, int function) {
+    Value v = m.value(container);
+    if (v.kind == ValueKind::Tensor) return false;
+    std::string name = m.qualify(container);
+    const Binding* b = name.empty() ? nullptr : m.reaching(name, at, function);
+    if (b && b->kind == BindingKind::Assign && !is_null(b->value)) {
+      TSNode value = unparenthesize(b->value);
+      Kind k = kind_of(value);
+      if (k == Kind::List || k == Kind::ListComprehension) return false;
+      if (k == Kind::BinaryOperator && (kind_of(unparenthesize(field(value, "left"))) == Kind::List ||
+                                        kind_of(unparenthesize(field(value, "right"))) == Kind::List))
+        return false;  // [None] * n
+    }
+    return true;
   }
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
-    if (b.loop < 0 || is_null(b.value)) return;
+    if (is_null(b.value)) return;
+    if (b.loop < 0 && !in_evaluation_step(m, b.function)) return;
     // The container's name is copied once the binding is known to store.
-    Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop};
+    Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, b.statement};
     TSNode value = unparenthesize(b.value);
     if (b.kind == BindingKind::SubscriptStore && b.op.empty() && b.element < 0) {
-      TSNode key = unparenthesize(field(s.container_node, "subscript"));
-      Kind k = kind_of(key);
-      if (k == Kind::String || k == Kind::Integer || k == Kind::Float || k == Kind::True || k == Kind::False ||
-          k == Kind::None)
-        return;  // a constant key overwrites one entry
+      if (fixed_slot(m, field(s.container_node, "subscript"))) return;  // overwrites one entry
       s.value = value;
       s.container_node = unparenthesize(field(s.container_node, "value"));
+      if (!insertion(m, s.container_node, b.start, b.function)) return;
     } else if (b.kind == BindingKind::AugAssign && b.op == "+=" &&
                (kind_of(value) == Kind::List || kind_of(value) == Kind::Tuple)) {
       s.value = value;
-    } else if (b.kind == BindingKind::Assign && b.element < 0 && kind_of(value) == Kind::Call) {
-      TSNode func = unparenthesize(field(value, "function"));
-      // The last part of a qualified attribute chain is its attribute: any
-      // other than a concatenation's needs no qualifying.
-      if (kind_of(func) == Kind::Attribute && !one_of(m.text(field(func, "attribute")), kConcatenations)) return;
-      std::string callee = m.qualify(func);
-      if (callee.rfind("torch.", 0) != 0 || !one_of(last_component(callee), kConcatenations)) return;
-      Call call{};
-      call.args = field(value, "arguments");
-      TSNode parts = unparenthesize(m.positional_argument(call, 0));
-      if (kind_of(parts) != Kind::List && kind_of(parts) != Kind::Tuple) return;
-      std::string_view target = m.text(unparenthesize(b.target));
-      bool found = false;
-      for (uint32_t i = 0; i < ts_node_named_child_count(parts); ++i) {
-        TSNode part = unparenthesize(ts_node_named_child(parts, i));
-        if (m.text(part) != target) continue;
-        s.skip = part;
-        found = true;
+    } else if (b.kind == BindingKind::Assign && b.element < 0) {
+      // `acc = torch.cat([acc, v])`, also as the other branch of
+      // `acc = v if acc is None else torch.cat((acc, v))`.
+      TSNode concat = value;
+      TSNode alone{};
+      if (kind_of(value) == Kind::ConditionalExpression && ts_node_named_child_count(value) == 3) {
+        alone = unparenthesize(ts_node_named_child(value, 0));
+        concat = unparenthesize(ts_node_named_child(value, 2));
+        if (kind_of(concat) != Kind::Call) std::swap(alone, concat);
       }
-      if (!found) return;
-      s.value = parts;
+      if (!concatenation(m, b, concat, s)) return;
+      if (!is_null(alone) && kind_of(alone) != Kind::None) s.first = alone;
     } else {
       return;
     }
@@ -202,8 +180,35 @@ class DeviceTensorsCollected final : public Check {
     out.push_back(std::move(s));
   }
 
-  // Whether `loop` is an evaluation step: it iterates data, or runs a module
-  // on every iteration.
+  // `target = torch.cat([target, v, ...])`: the parts are the stored values
+  // but `target` itself (s.skip).
+  static bool concatenation(const Model& m, const Binding& b, TSNode value, Store& s) {
+    if (kind_of(value) != Kind::Call) return false;
+    TSNode func = unparenthesize(field(value, "function"));
+    // The last part of a qualified attribute chain is its attribute: any
+    // other than a concatenation's needs no qualifying.
+    if (kind_of(func) == Kind::Attribute && !one_of(m.text(field(func, "attribute")), kConcatenations)) return false;
+    std::string callee = m.qualify(func);
+    if (callee.rfind("torch.", 0) != 0 || !one_of(last_component(callee), kConcatenations)) return false;
+    Call call{};
+    call.args = field(value, "arguments");
+    TSNode parts = unparenthesize(m.positional_argument(call, 0));
+    if (kind_of(parts) != Kind::List && kind_of(parts) != Kind::Tuple) return false;
+    std::string_view target = m.text(unparenthesize(b.target));
+    bool found = false;
+    for (uint32_t i = 0; i < ts_node_named_child_count(parts); ++i) {
+      TSNode part = unparenthesize(ts_node_named_child(parts, i));
+      if (m.text(part) != target) continue;
+      s.skip = part;
+      found = true;
+    }
+    if (found) s.value = parts;
+    return found;
+  }
+
+  // Whether `loop` is an evaluation step: it iterates data, or runs the same
+  // module on every iteration (a loop over modules, `for enc in encoders`,
+  // runs each once: bounded by the modules, not by the data).
   static bool evaluation_loop(const Model& m, int loop) {
     if (m.is_step_loop(loop)) return true;
     if (m.loops()[loop].kind == LoopKind::Comprehension) return false;
@@ -216,34 +221,87 @@ class DeviceTensorsCollected final : public Check {
     const auto& calls = m.calls();
     auto first = std::lower_bound(calls.begin(), calls.end(), l.start,
                                   [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+    // A loop whose modules run on the previous iteration's output (decoding
+    // token by token, denoising a latent step by step) is a recurrence, not
+    // a pass over data.
+    bool runs_module = false;
     for (auto it = first; it != calls.end() && start_byte(it->node) < l.end; ++it) {
       const Call& c = *it;
       if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
-      if (m.is_module_instance(c.func)) return true;
+      if (m.value(c.func).kind != ValueKind::Module) continue;
+      if (carried_input(m, c, loop)) return false;
+      if (!bound_in_loop(m, c.func, loop)) runs_module = true;
     }
-    return false;
+    return runs_module;
+  }
+
+  // Whether the call reads a name the loop rebinds after it: the module's
+  // input is the previous iteration's output.
+  static bool carried_input(const Model& m, const Call& c, int loop) {
+    bool carried = false;
+    std::vector<TSNode> work{c.args};
+    while (!work.empty() && !carried) {
+      TSNode n = work.back();
+      work.pop_back();
+      if (kind_of(n) == Kind::Identifier) {
+        for (const Binding* b : m.bindings_of(m.text(n), c.function)) {
+          if (b->kind == BindingKind::Parameter || b->kind == BindingKind::Import) continue;
+          if (m.loop_contains(loop, b->start) && b->start > start_byte(c.node)) carried = true;
+        }
+        continue;
+      }
+      for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
+    }
+    return carried;
+  }
+
+  // Whether the name at the root of `expr` is bound inside `loop`.
+  static bool bound_in_loop(const Model& m, TSNode expr, int loop) {
+    expr = unparenthesize(expr);
+    while (kind_of(expr) == Kind::Attribute || kind_of(expr) == Kind::Subscript)
+      expr = unparenthesize(field(expr, kind_of(expr) == Kind::Attribute ? FieldName("object") : FieldName("value")));
+    if (kind_of(expr) != Kind::Identifier || m.text(expr) == "self") return false;
+    const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.loops()[loop].function);
+    return b && m.loop_contains(loop, b->start);
   }
 
   // `evaluation` keeps each loop's answer (-1 not asked yet): the stores of
-  // one loop ask about the same loops.
+  // one loop ask about the same loops. A loop that runs a module but is not
+  // over data collects per iteration of an enclosing loop that starts the
+  // container afresh: bounded.
   static bool survives_evaluation(const Model& m, std::string_view name, int loop, std::vector<signed char>& evaluation) {
+    bool found = false;
     for (int l = loop; l >= 0; l = m.loops()[l].parent) {
       if (!m.bound_before_loop(name, l) || m.reset_in_loop(name, l)) return false;
       signed char& e = evaluation[static_cast<size_t>(l)];
       if (e < 0) e = evaluation_loop(m, l) ? 1 : 0;
-      if (e) return true;
+      if (e) {
+        if (m.is_step_loop(l)) return true;
+        found = true;
+      }
     }
-    return false;
+    return found;
   }
 
-  // Whether anything in the file can put a value on an accelerator: every
-  // piece of evidence on_accelerator accepts is a `.cuda()` or `.to(...)`
-  // call or a `device=` argument. A file that never says "cuda" or "device"
-  // and calls no `.to` (nor a parenthesized callee, which might be one) has
-  // nothing to report.
+  // In an evaluation-step hook (Lightning's validation_step, called once per
+  // batch), a store into an attribute of the module grows across batches
+  // unless the hook starts it afresh.
+  static bool survives_evaluation_step(const Model& m, const Store& s) {
+    if (!in_evaluation_step(m, s.function) || s.container.rfind("self.", 0) != 0) return false;
+    for (const Binding* b : m.bindings_of(s.container, s.function)) {
+      if (b->kind == BindingKind::Assign && !is_null(b->value) && !m.mentions(b->value, s.container)) return false;
+    }
+    return true;
+  }
+
+  // Whether anything in the file can put a value on an accelerator: a
+  // `.cuda()` or `.to(...)` call, a `device=` argument, or a framework hook
+  // that receives its batch on the module's device.
   static bool may_move_to_device(const Model& m) {
     std::string_view text = m.source().text();
     if (text.find("cuda") != std::string_view::npos || text.find("device") != std::string_view::npos) return true;
+    for (const Function& f : m.functions())
+      if (f.hook && f.hook->batch) return true;
     for (const Call& c : m.calls()) {
       if (c.method == "to") return true;
       if (c.method.empty() && m.text(c.func).substr(0, 1) == "(") return true;
@@ -268,6 +326,55 @@ class DeviceTensorsCollected final : public Check {
     return false;
   }
 
+  // Whether the loop reads the container other than to store into it, take
+  // its length or test it against None: a generation context fed back to
+  // the model (`ids = torch.cat([ids, next_id])`), a window the loop works
+  // on. It is the loop's working state, not a collection of its results.
+  static bool consumed_in_loop(const Model& m, const Store& s) {
+    const Loop& l = m.loops()[s.loop];
+    const auto& refs = m.references();
+    auto first = std::lower_bound(refs.begin(), refs.end(), l.start,
+                                  [](const Reference& r, uint32_t at) { return start_byte(r.node) < at; });
+    std::string_view root = s.container;
+    root = root.substr(0, root.find('.'));
+    for (auto it = first; it != refs.end() && start_byte(it->node) < l.end; ++it) {
+      if (it->function != s.function || m.text(it->node) != root) continue;
+      TSNode mention = it->node;
+      while (!is_null(ts_node_parent(mention)) && kind_of(ts_node_parent(mention)) == Kind::Attribute &&
+             ts_node_eq(field(ts_node_parent(mention), "object"), mention) && m.qualify(mention) != s.container)
+        mention = ts_node_parent(mention);
+      if (m.qualify(mention) != s.container) continue;
+      TSNode parent = ts_node_parent(mention);
+      while (kind_of(parent) == Kind::ParenthesizedExpression) parent = ts_node_parent(parent);
+      Kind pk = kind_of(parent);
+      if (!is_null(s.skip) && ts_node_eq(unparenthesize(s.skip), mention)) continue;
+      // A store's target or receiver, `len(c)`, `c is None`, `c.pop()`, `c.clear()`.
+      if (pk == Kind::Attribute) {
+        std::string_view method = m.text(field(parent, "attribute"));
+        if (method == "append" || method == "extend" || method == "insert" || method == "pop" ||
+            method == "popleft" || method == "clear")
+          continue;
+      }
+      if (pk == Kind::ComparisonOperator || pk == Kind::NotOperator) continue;
+      if (pk == Kind::Assignment || pk == Kind::AugmentedAssignment) {
+        if (ts_node_eq(field(parent, "left"), mention)) continue;
+      }
+      if (pk == Kind::Subscript && ts_node_eq(field(parent, "value"), mention)) {
+        TSNode up = ts_node_parent(parent);
+        if ((kind_of(up) == Kind::Assignment || kind_of(up) == Kind::AugmentedAssignment) &&
+            ts_node_eq(field(up, "left"), parent))
+          continue;  // c[k] = v
+      }
+      if (pk == Kind::ArgumentList) {
+        TSNode call = ts_node_parent(parent);
+        if (m.text(field(call, "function")) == "len") continue;
+      }
+      if (pk == Kind::ConditionalExpression) continue;  // `v if c is None else ...`: the test is read above
+      return true;
+    }
+    return false;
+  }
+
   static void device_leaves(const Model& m, const Store& s, std::vector<TSNode>& out) {
     std::vector<TSNode> work{s.value};
     while (!work.empty()) {
@@ -288,7 +395,7 @@ class DeviceTensorsCollected final : public Check {
         work.push_back(field(n, "body"));
         continue;
       }
-      if (on_accelerator(m, n, s.function, 0)) out.push_back(n);
+      if (m.value(n).holds_device_tensors()) out.push_back(n);
     }
   }
 
@@ -306,131 +413,6 @@ class DeviceTensorsCollected final : public Check {
       else if (k == Kind::Call && kind_of(field(expr, "function")) == Kind::Attribute)
         expr = unparenthesize(field(field(expr, "function"), "object"));
       else return false;
-    }
-    return false;
-  }
-
-  // Whether the module `expr` names was moved to an accelerator in this file:
-  // `model.cuda()`, `model.to(device)`, `model = Net().to(device)`.
-  static bool module_moved(const Model& m, TSNode expr, int fn, int depth) {
-    expr = unparenthesize(expr);
-    if (depth > kMaxDepth) return false;
-    Kind k = kind_of(expr);
-    if (k == Kind::Call) {
-      if (moves(m, expr) > 0) return true;
-      TSNode func = unparenthesize(field(expr, "function"));
-      if (kind_of(func) == Kind::Attribute) return module_moved(m, field(func, "object"), fn, depth + 1);
-      // nn.DataParallel(model): the wrapped module.
-      Call call{};
-      call.args = field(expr, "arguments");
-      TSNode first = m.positional_argument(call, 0);
-      return !is_null(first) && m.is_module_instance(first) && module_moved(m, first, fn, depth + 1);
-    }
-    if (k != Kind::Identifier && k != Kind::Attribute) return false;
-    std::string name = m.qualify(expr);
-    if (name.empty()) return false;
-    for (const Call& c : m.calls()) {
-      if (is_null(c.receiver) || m.qualify(unparenthesize(c.receiver)) != name) continue;
-      bool same_scope = c.function == fn || c.function < 0 || k == Kind::Attribute;
-      if (same_scope && moves(m, c.node) > 0) return true;
-    }
-    const Binding* b = m.reaching(name, start_byte(expr), fn);
-    if (!b || b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) return false;
-    return module_moved(m, b->value, b->function, depth + 1);
-  }
-
-  static bool on_accelerator(const Model& m, TSNode expr, int fn, int depth) {
-    expr = unparenthesize(expr);
-    if (is_null(expr) || depth > kMaxDepth) return false;
-    switch (kind_of(expr)) {
-      case Kind::Call: {
-        int moved = moves(m, expr);
-        if (moved != 0) return moved > 0;
-        TSNode func = unparenthesize(field(expr, "function"));
-        TSNode args = field(expr, "arguments");
-        uint32_t argc = is_null(args) ? 0 : ts_node_named_child_count(args);
-        if (m.is_module_instance(func)) {
-          if (module_moved(m, func, fn, depth + 1)) return true;
-          return any_argument(m, args, fn, depth);
-        }
-        if (kind_of(func) == Kind::Attribute) {
-          std::string_view method = m.text(field(func, "attribute"));
-          TSNode receiver = field(func, "object");
-          if (one_of(method, kHostMethods)) return false;
-          if (one_of(method, kReductions) && argc == 0) return false;  // one element per batch
-          if (method == "forward" && m.is_module_instance(receiver))
-            return module_moved(m, receiver, fn, depth + 1) || any_argument(m, args, fn, depth);
-          std::string callee = m.qualify(func);
-          if (callee.rfind("torch.", 0) == 0 && !m.is_module_instance(receiver))
-            return torch_function(m, callee, args, fn, depth);
-          return on_accelerator(m, receiver, fn, depth + 1);
-        }
-        std::string callee = m.qualify(func);
-        if (callee.rfind("torch.", 0) == 0) return torch_function(m, callee, args, fn, depth);
-        return false;  // float(x), len(x), a helper: not known
-      }
-      case Kind::Identifier: {
-        const Binding* b = m.reaching(m.text(expr), start_byte(expr), fn);
-        if (!b || is_null(b->value)) return false;
-        if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) return false;
-        TSNode v = unparenthesize(b->value);
-        if (b->element >= 0) {
-          Kind vk = kind_of(v);
-          if (vk == Kind::Tuple || vk == Kind::ExpressionList || vk == Kind::List) {
-            if (static_cast<uint32_t>(b->element) >= ts_node_named_child_count(v)) return false;
-            v = ts_node_named_child(v, static_cast<uint32_t>(b->element));
-          } else if (vk != Kind::Call) {
-            return false;
-          }
-        }
-        return on_accelerator(m, v, b->function, depth + 1);
-      }
-      case Kind::Attribute: {
-        std::string_view attr = m.text(field(expr, "attribute"));
-        if (attr == "shape" || attr == "device" || attr == "dtype") return false;
-        return on_accelerator(m, field(expr, "object"), fn, depth + 1);
-      }
-      case Kind::Subscript: return on_accelerator(m, field(expr, "value"), fn, depth + 1);
-      case Kind::BinaryOperator:
-        return on_accelerator(m, field(expr, "left"), fn, depth + 1) ||
-               on_accelerator(m, field(expr, "right"), fn, depth + 1);
-      default: return false;
-    }
-  }
-
-  static bool any_argument(const Model& m, TSNode args, int fn, int depth) {
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
-      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
-      if (on_accelerator(m, a, fn, depth + 1)) return true;
-    }
-    return false;
-  }
-
-  // A torch function keeps its inputs' device, or takes `device=`.
-  static bool torch_function(const Model& m, std::string_view callee, TSNode args, int fn, int depth) {
-    std::string_view leaf = last_component(callee);
-    if (leaf == "tensor" || leaf == "as_tensor" || leaf == "from_numpy") return false;  // host unless device=
-    uint32_t n = is_null(args) ? 0 : ts_node_named_child_count(args);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode a = ts_node_named_child(args, i);
-      if (kind_of(a) == Kind::KeywordArgument && m.text(field(a, "name")) == "device")
-        return device_argument(m, field(a, "value")) > 0;
-    }
-    if (leaf == "argmax" || leaf == "sigmoid" || leaf == "softmax" || one_of(leaf, kConcatenations) ||
-        callee.rfind("torch.nn.functional.", 0) == 0 || callee.rfind('.') == 5) {
-      for (uint32_t i = 0; i < n; ++i) {
-        TSNode a = ts_node_named_child(args, i);
-        if (kind_of(a) == Kind::KeywordArgument) continue;
-        Kind k = kind_of(unparenthesize(a));
-        if (k == Kind::List || k == Kind::Tuple) {
-          for (uint32_t j = 0; j < ts_node_named_child_count(a); ++j)
-            if (on_accelerator(m, ts_node_named_child(unparenthesize(a), j), fn, depth + 1)) return true;
-          continue;
-        }
-        if (on_accelerator(m, a, fn, depth + 1)) return true;
-      }
     }
     return false;
   }
@@ -454,6 +436,11 @@ class DeviceTensorsCollected final : public Check {
     std::vector<Edit> edits;
     for (TSNode leaf : leaves)
       for (Edit& e : append_call_edits(m, leaf, ".cpu()")) edits.push_back(std::move(e));
+    // The first entry of a conditional concatenation moves too: the parts
+    // of one torch.cat must share a device.
+    if (!is_null(s.first) && m.value(s.first).holds_device_tensors())
+      for (Edit& e : append_call_edits(m, s.first, ".cpu()")) edits.push_back(std::move(e));
+    std::sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) { return a.start_byte < b.start_byte; });
     std::string title = leaves.size() == 1 ? fmt::format("Replace `{}` with `{}.cpu()`", value, shown)
                                            : std::string("Move the stored values to the CPU");
     d.fix = Fix{std::move(title), FixSafety::Unsafe, std::move(edits)};

@@ -44,6 +44,9 @@ struct Value {
 
   // Whether the value, or something it holds, is on an accelerator.
   bool on_accelerator() const;
+  // The same, counting only tensors of more than one element: a loss or a
+  // full reduction per batch keeps device memory small.
+  bool holds_device_tensors() const;
   // What a position, a field, or any element holds; Unknown when not known.
   Value item(size_t index) const;
   Value field(std::string_view name) const;

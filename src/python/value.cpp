@@ -18,6 +18,8 @@ namespace torchleak::python {
 struct Model::ValueEnv {
   const Function* function = nullptr;
   std::vector<std::pair<std::string_view, Value>> params;
+  std::vector<std::pair<std::string_view, TSNode>> arguments;  // the expressions, in the caller
+  const ValueEnv* caller = nullptr;
   int level = 0;  // how many calls deep the evaluation is
 };
 
@@ -144,6 +146,16 @@ Value join(const Value& a, const Value& b) {
   return out;
 }
 
+bool Value::holds_device_tensors() const {
+  if (device == Device::Accelerator && !scalar) return true;
+  if (!parts) return false;
+  for (const Value& v : parts->items)
+    if (v.holds_device_tensors()) return true;
+  for (const auto& f : parts->fields)
+    if (f.second.holds_device_tensors()) return true;
+  return parts->element && parts->element->holds_device_tensors();
+}
+
 bool Value::on_accelerator() const {
   if (device == Device::Accelerator) return true;
   if (!parts) return false;
@@ -198,6 +210,11 @@ Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
     if (!value_in_progress_.insert(key).second) return {};  // a cycle
   }
   Value v = value_uncached(expr, env, depth);
+  Kind k = kind_of(expr);
+  // Nothing computed with grad disabled records history.
+  if ((k == Kind::Call || k == Kind::BinaryOperator || k == Kind::UnaryOperator) &&
+      grad_state(start_byte(expr)) == GradState::Disabled && v.kind != ValueKind::Module)
+    v.grad = Provenance::Detached;
   if (v.grad == Provenance::Unknown && !v.parts) v.grad = provenance_at(expr, 0);
   if (!env) {
     value_in_progress_.erase(key);
@@ -346,7 +363,7 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
       if (name == "self" && fn >= 0) {
         int cls = functions_[fn].cls;
         return facets(Provenance::Unknown, Device::Unknown,
-                      cls >= 0 && class_is_module(cls) ? ValueKind::Module : ValueKind::Other);
+                      cls >= 0 && module_class(cls) == ModuleAnswer::Yes ? ValueKind::Module : ValueKind::Other);
       }
       const Binding* b = reaching(name, start_byte(expr), fn);
       if (!b) return {};
@@ -357,7 +374,10 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
       } else {
         v = binding_value(*b, env, depth + 1);
       }
-      if (b->function == fn) v = join(v, stored_into(name, b, start_byte(expr), fn, env, depth));
+      if (b->function == fn) {
+        Value stored = stored_into(name, b, start_byte(expr), fn, env, depth);
+        if (stored.parts) v = join(v, stored);
+      }
       if (v.kind == ValueKind::Unknown && is_module_instance(expr)) v.kind = ValueKind::Module;
       if (v.kind == ValueKind::Module && v.device != Device::Accelerator && module_moved_in_place(name, fn))
         v.device = Device::Accelerator;
@@ -375,7 +395,12 @@ Value Model::stored_into(std::string_view name, const Binding* from, uint32_t us
   auto reaches = [&](uint32_t at) {
     if (from && at < from->end) return false;
     if (at < use) return true;
+    // The loops whose body holds `use` (not the iterable of a for loop,
+    // which is read once before its iterations).
     int loop = innermost_loop(use, function);
+    while (loop >= 0 && kind_of(loops_[loop].node) == Kind::ForStatement &&
+           use < start_byte(field(loops_[loop].node, "body")))
+      loop = loops_[loop].parent;
     return loop >= 0 && loop_contains(loop, at) && (!from || !loop_contains(loop, from->start));
   };
   std::optional<Value> element;
@@ -438,6 +463,9 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
     case BindingKind::ForTarget: {
       TSNode iterable = field(b.statement, "right");
       Value element = value_at(iterable, env, depth + 1).element();
+      // A batch from a data loader: data, on the host, without history.
+      if (element.device == Device::Unknown && !element.parts && is_data_loader(iterable))
+        element = facets(Provenance::Detached, Device::Host, ValueKind::Unknown);
       return b.element >= 0 ? element.item(static_cast<size_t>(b.element)) : element;
     }
     case BindingKind::Parameter: {
@@ -574,6 +602,11 @@ Device Model::device_argument(TSNode arg, const ValueEnv* env, int depth) const 
       if (q.empty() || (starts_with(q, "torch.") && q != "torch.device")) return Device::Unknown;  // torch.float16
       int fn = function_at(start_byte(arg));
       const Binding* b = kind_of(arg) == Kind::Attribute ? attribute_binding(q, fn) : reaching(q, start_byte(arg), fn);
+      // A parameter of the function being evaluated: the argument of its call.
+      if (b && b->kind == BindingKind::Parameter && env && b->function >= 0 && env->function == &functions_[b->function]) {
+        for (const auto& [param, node] : env->arguments)
+          if (param == q) return device_argument(node, env->caller, depth + 1);
+      }
       if (b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) {
         Device d = device_argument(b->value, nullptr, depth + 1);
         if (d != Device::Unknown) return d;
@@ -643,6 +676,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     if (level >= kMaxCallLevel) return {};
     ValueEnv inner;
     inner.function = &f;
+    inner.caller = env;
     inner.level = level + 1;
     size_t first = method ? 1 : 0;
     for (size_t i = first; i < f.params.size(); ++i) {
@@ -650,6 +684,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       if (is_null(arg)) arg = positional_argument(c, static_cast<uint32_t>(i - first));
       if (is_null(arg)) continue;
       inner.params.emplace_back(f.params[i], value_at(arg, env, depth + 1));
+      inner.arguments.emplace_back(f.params[i], arg);
     }
     return returns_value(f, &inner, depth + 1);
   };
@@ -661,10 +696,12 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       case DeviceFacet::Accelerator: out.device = Device::Accelerator; break;
       case DeviceFacet::FromInputs: {
         Device d = Device::Unknown;
+        Provenance g = Provenance::Detached;
         bool first = true;
         auto take = [&](const Value& v) {
           Device vd = v.on_accelerator() ? Device::Accelerator : v.device;
           d = first ? vd : combine(d, vd);
+          g = join(g, v.grad);
           first = false;
         };
         if (cm.from.empty()) {
@@ -680,16 +717,30 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
           }
         }
         out.device = d;
+        if (cm.grad == GradFacet::FromInputs) out.grad = g;
         break;
       }
       case DeviceFacet::Unknown: return std::nullopt;
     }
     if (cm.grad == GradFacet::None) out.grad = Provenance::Detached;
     out.scalar = cm.kind == ValueKind::Number;
+    if (cm.kind == ValueKind::Loss) {  // a loss value: one element unless reduction="none"
+      out.kind = ValueKind::Tensor;
+      TSNode reduction = keyword_argument(c, "reduction");
+      out.scalar = is_null(reduction) || text(reduction).find("none") == std::string_view::npos;
+    }
     return out;
   };
 
-  if (kind_of(func) == Kind::Attribute) {
+  // `torch.cat(...)`, `F.relu(...)`: a function of an imported module, not a method.
+  auto imported_function = [&]() {
+    TSNode root = func;
+    while (kind_of(root) == Kind::Attribute) root = unparenthesize(field(root, "object"));
+    if (kind_of(root) != Kind::Identifier) return false;
+    const Binding* b = reaching(text(root), start_byte(root), function_at(start_byte(root)));
+    return b && b->kind == BindingKind::Import;
+  };
+  if (kind_of(func) == Kind::Attribute && !imported_function()) {
     c.method = std::string(text(field(func, "attribute")));
     c.receiver = field(func, "object");
     std::string_view method = c.method;
@@ -702,6 +753,21 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       }
     }
     Value receiver = value_at(receiver_node, env, depth + 1);
+    bool self_receiver = kind_of(receiver_node) == Kind::Identifier && text(receiver_node) == "self";
+    if (receiver.kind != ValueKind::Tensor && (receiver.kind != ValueKind::Module || self_receiver)) {
+      // `self.encoder(x)`, `models["teacher"](x)`: an attribute holding a module.
+      Value callee = value_at(func, env, depth + 1);
+      if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
+      if (is_loss_function(func)) {  // a criterion reduces to one element
+        Value out = module_output(call, callee, env, depth);
+        out.kind = ValueKind::Tensor;
+        out.scalar = true;
+        return out;
+      }
+      // A method the class inherits from a framework (`self.log(...)`), or
+      // an attribute holding some other callable: not known.
+      if (self_receiver && !one_of(method, kModuleSelfMethods) && !one_of(method, kModuleOtherMethods)) return {};
+    }
     if (method == "to" || method == "cuda" || method == "cpu") {
       Device d = moved_to(call, env, depth);
       Value out = receiver.kind == ValueKind::Container ? receiver : flat(receiver);
@@ -792,6 +858,12 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
   }
   Value callee = value_at(func, env, depth + 1);
   if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
+  if (is_loss_function(func)) {  // a criterion reduces to one element
+    Value out = module_output(call, callee, env, depth);
+    out.kind = ValueKind::Tensor;
+    out.scalar = true;
+    return out;
+  }
   if (starts_with(c.callee, "torch.")) {
     TSNode device = keyword_argument(c, "device");
     if (!is_null(device)) {
@@ -850,6 +922,7 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
   // that is not the callee of a call.
   size_t mentions = 0;
   for (const Reference& r : references_) {
+    if (ts_node_eq(r.node, field(f.node, "name"))) continue;  // the definition's own name
     if (text(r.node) != (f.cls >= 0 ? std::string_view("self") : std::string_view(f.name))) continue;
     if (f.cls >= 0) {
       if (kind_of(r.parent) != Kind::Attribute || text(field(r.parent, "attribute")) != f.name) continue;

@@ -50,6 +50,19 @@ class Program {
   }
 
   Provenance provenance(std::string_view snippet, int nth = 0) const { return model_.provenance(node(snippet, nth)); }
+  Value value(std::string_view snippet, int nth = 0) const { return model_.value(node(snippet, nth)); }
+  // The value of the last occurrence of `snippet` as whole tokens (a name in a return statement).
+  Value last(std::string_view snippet) const {
+    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    int n = 0;
+    for (size_t pos = text_.find(snippet); pos != std::string::npos; pos = text_.find(snippet, pos + 1)) {
+      size_t end = pos + snippet.size();
+      if (word(snippet.front()) && pos > 0 && word(text_[pos - 1])) continue;
+      if (word(snippet.back()) && end < text_.size() && word(text_[end])) continue;
+      ++n;
+    }
+    return model_.value(node(snippet, n - 1));
+  }
   GradState grad(std::string_view snippet, int nth = 0) const { return model_.grad_state(at(snippet, nth)); }
   int function_at(std::string_view snippet, int nth = 0) const { return model_.function_at(at(snippet, nth)); }
 
@@ -1302,4 +1315,164 @@ def fit(model, loader, opt):
   EXPECT_EQ(p.model().text(p.model().stepped_optimizer(*call_at(p, "engine.backward_and_step(model(x).sum(), opt)"))),
             "opt");
   EXPECT_EQ(p.grad("probe = model(x)"), GradState::Disabled);
+}
+
+// --------------------------------------------------------------------------
+// Values: facets, structure, summaries, parameters, grad mode at entry
+
+TEST(ModelValue, DeviceFromMovesFactoriesAndTheMachineTest) {
+  Program p(R"(
+import torch
+device = "cuda" if torch.cuda.is_available() else "cpu"
+
+def f(x, net):
+    a = x.to(device)
+    b = a.cpu()
+    c = torch.zeros(3)
+    d = torch.zeros(3, device="cuda")
+    e = a + c
+    s = a.sum()
+    n = a.item()
+    g = x.to(torch.float16)
+    return a, b, c, d, e, s, n, g
+)");
+  EXPECT_EQ(p.last("a").device, Device::Accelerator);
+  EXPECT_EQ(p.last("b").device, Device::Host);
+  EXPECT_EQ(p.last("c").device, Device::Host);
+  EXPECT_EQ(p.last("c").kind, ValueKind::Tensor);
+  EXPECT_EQ(p.last("d").device, Device::Accelerator);
+  EXPECT_EQ(p.last("e").device, Device::Accelerator);
+  EXPECT_TRUE(p.last("s").scalar);
+  EXPECT_EQ(p.last("s").device, Device::Accelerator);
+  EXPECT_EQ(p.last("n").kind, ValueKind::Number);
+  EXPECT_EQ(p.last("n").device, Device::Host);
+  EXPECT_EQ(p.last("g").device, Device::Unknown);  // a dtype, not a device
+}
+
+TEST(ModelValue, FieldsElementsAndInPlaceStores) {
+  Program p(R"(
+import torch
+
+def f(batch, loader):
+    loader = torch.utils.data.DataLoader(batch)
+    out = {"loss": torch.zeros(1).cuda(), "ids": [1, 2]}
+    loss = out["loss"]
+    ids = out["ids"]
+    for k, v in out.items():
+        pass
+    for x in loader:
+        for name in x.keys():
+            x[name] = x[name].to("cuda")
+        kept = x
+    pair = (torch.ones(2), torch.ones(2).cuda())
+    first, second = pair
+    parts = [t.cuda() for t in batch]
+    return loss, ids, v, kept, first, second, parts
+)");
+  EXPECT_EQ(p.last("loss").device, Device::Accelerator);
+  EXPECT_EQ(p.last("ids").kind, ValueKind::Container);
+  EXPECT_FALSE(p.last("ids").on_accelerator());
+  EXPECT_TRUE(p.last("v").on_accelerator());  // some value of the dict is
+  EXPECT_TRUE(p.last("kept").on_accelerator());  // x's entries were moved in place
+  EXPECT_FALSE(p.value("x", 1).on_accelerator());  // before the loop body moves its entries
+  EXPECT_EQ(p.last("first").device, Device::Host);
+  EXPECT_EQ(p.last("second").device, Device::Accelerator);
+  EXPECT_EQ(p.last("parts").element().device, Device::Accelerator);
+}
+
+TEST(ModelValue, SummariesFollowArgumentsThroughHelpersAndMethods) {
+  Program p(R"(
+import torch
+
+def to_device(batch, device):
+    return {k: v.to(device) for k, v in batch.items()}
+
+class Runner:
+    def step(self, model, inputs):
+        inputs = to_device(inputs, "cuda")
+        with torch.no_grad():
+            outputs = model(**inputs)
+        return outputs.loss.item(), outputs.logits, inputs.get("labels")
+
+    def loop(self, model, loader):
+        model.eval()
+        for inputs in loader:
+            loss, logits, labels = self.step(model, inputs)
+            host = to_device(inputs, "cpu")
+            return loss, logits, labels, host
+)");
+  EXPECT_EQ(p.last("loss").kind, ValueKind::Number);
+  EXPECT_EQ(p.last("logits").device, Device::Accelerator);
+  EXPECT_EQ(p.last("logits").grad, Provenance::Detached);  // computed under the callee's no_grad
+  EXPECT_TRUE(p.last("labels").on_accelerator());
+  EXPECT_FALSE(p.last("host").on_accelerator());  // the same helper, called with "cpu"
+}
+
+TEST(ModelValue, ModulesFromConstructionAndMovesAndParametersFromCallSites) {
+  Program p(R"(
+import torch
+from torch import nn
+
+class Net(nn.Module):
+    def forward(self, x):
+        return x
+
+def evaluate(net, loader):
+    for x in loader:
+        y = net(x)
+        return y
+
+def main(loader):
+    m = Net()
+    m.to("cuda")
+    evaluate(m, loader)
+    plain = Net()
+    return plain
+)");
+  EXPECT_EQ(p.last("m").kind, ValueKind::Module);
+  EXPECT_EQ(p.value("m", 2).device, Device::Accelerator);  // moved in place
+  EXPECT_EQ(p.last("net").kind, ValueKind::Module);    // the argument at its one call site
+  EXPECT_EQ(p.last("y").device, Device::Accelerator);  // the output of a module on the device
+  EXPECT_EQ(p.last("plain").device, Device::Host);
+}
+
+TEST(ModelValue, HookBatchesArriveOnTheModulesDevice) {
+  Program p(R"(
+import lightning.pytorch as pl
+
+class Classifier(pl.LightningModule):
+    def validation_step(self, batch, batch_idx):
+        images, targets = batch
+        return images
+)");
+  EXPECT_EQ(p.last("batch").device, Device::Accelerator);
+  EXPECT_EQ(p.last("images").device, Device::Accelerator);
+  EXPECT_EQ(p.value("batch_idx", 0).device, Device::Unknown);
+}
+
+TEST(ModelGrad, EntryModeIsTheMeetOverCallSites) {
+  Program p(R"(
+import torch
+
+def score(model, x):
+    out = model(x)
+    return out
+
+def train_only(model, x):
+    return model(x)
+
+def callback(x):
+    return x * 2
+
+def main(model, x):
+    with torch.no_grad():
+        score(model, x)
+        train_only(model, x)
+        callback(x)
+    train_only(model, x)
+    register(callback)
+)");
+  EXPECT_EQ(p.grad("out = model(x)"), GradState::Disabled);
+  EXPECT_EQ(p.grad("return model(x)"), GradState::Enabled);  // one call site runs with grad
+  EXPECT_EQ(p.grad("return x * 2"), GradState::Enabled);     // also passed as a callback
 }
