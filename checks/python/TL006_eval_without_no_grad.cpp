@@ -19,6 +19,10 @@
 //   - nothing in the file that freezes autograd by other means
 //     (`torch.set_grad_enabled(False)` as a statement, `requires_grad_(False)`,
 //     `p.requires_grad = False`).
+// Also a loop over data that calls a function of the file which switches a
+// module to eval mode and runs a module with autograd on (a trainer's
+// `validation_step(x, y)`), when neither the function nor the loop needs
+// gradients: the finding sits on that call.
 // Across files: every file records the grad state of each call it makes, by
 // the callee's simple name ("call-site" facts). A function whose every call
 // in the analyzed files runs with grad disabled (or decided at run time) is
@@ -29,6 +33,7 @@
 #include <array>
 #include <cctype>
 #include <memory>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -251,9 +256,131 @@ class EvalWithoutNoGrad final : public Check {
       reported_loops.insert(loop);
       report(ctx, call, loop, reason);
     }
+    // A step function the loop calls (`self.validation_step(x, y)` in a
+    // loop over the validation batches) that switches a module to eval mode
+    // and runs it with autograd on: the loop is the evaluation loop.
+    for (const Call& call : m.calls()) {
+      if (call.loop < 0) continue;
+      const Function* step = callee_in_file(m, call);
+      if (!step) continue;
+      int f = static_cast<int>(step - m.functions().data());
+      // A framework hook the framework runs with grad disabled (the models say which).
+      const HookModel* hook = step->hook;
+      if (f == call.function || (hook && hook->grad_mode == GradMode::Disabled) || needs_gradients(m, f)) continue;
+      if (m.grad_state(start_byte(call.node)) != GradState::Enabled || grad_decided_around(m, call.node, call.function))
+        continue;
+      std::string eval_call = evaluation_step(m, f);
+      if (eval_call.empty()) continue;
+      // The loop runs one evaluation step per iteration: over data whatever
+      // its iterable is named, unless it iterates a literal.
+      int loop = loop_to_wrap(m, call);
+      if (loop < 0 && m.loops()[call.loop].kind == LoopKind::For) {
+        Kind iterable = kind_of(unparenthesize(field(m.loops()[call.loop].node, "right")));
+        if (iterable != Kind::Tuple && iterable != Kind::List && iterable != Kind::Set) loop = call.loop;
+      }
+      if (loop < 0 || reported_loops.count(loop) || loop_needs_gradients(m, loop)) continue;
+      reported_loops.insert(loop);
+      report(ctx, call, loop, fmt::format("through `{}`, which calls `{}`", step->qualified_name, eval_call));
+    }
+    // A function serving both phases on a flag (`run_epoch(..., is_train)`):
+    // with the flag false, the branches that train are dead.
+    for (size_t f = 0; f < m.functions().size(); ++f) {
+      int fn = static_cast<int>(f);
+      for (const std::string& flag : m.flag_parameters(fn)) {
+        for (bool value : {false, true}) {
+          if (auto found = phase_finding(m, fn, flag, value, reported_loops)) {
+            reported_loops.insert(found->second);
+            // `with torch.set_grad_enabled(is_train):` keeps the training phase as it was.
+            std::string guard = no_grad_spelling(m);
+            constexpr std::string_view kNoGrad = ".no_grad()";
+            if (guard.size() > kNoGrad.size() && guard.substr(guard.size() - kNoGrad.size()) == kNoGrad)
+              guard = fmt::format("{}.set_grad_enabled({}{})", guard.substr(0, guard.size() - kNoGrad.size()),
+                                  value ? "not " : "", flag);
+            else
+              guard.clear();
+            report(ctx, *found->first, found->second, fmt::format("when `{}` is {}", flag, value ? "true" : "false"),
+                   &guard);
+          }
+        }
+      }
+    }
   }
 
  private:
+  // The function of this file a call runs: `step(...)`, `self.step(...)`.
+  static const Function* callee_in_file(const Model& m, const Call& c) {
+    if (c.method.empty()) return kind_of(unparenthesize(c.func)) == Kind::Identifier ? m.find_function(c.callee) : nullptr;
+    if (kind_of(unparenthesize(c.receiver)) != Kind::Identifier || m.text(unparenthesize(c.receiver)) != "self")
+      return nullptr;
+    return m.find_method(m.class_of_function(c.function), c.method);
+  }
+
+  // The eval() call of a function that switches a module to eval mode and
+  // then runs a module with autograd enabled, with no grad decision of its
+  // own; empty when it is not such a function.
+  static std::string evaluation_step(const Model& m, int f) {
+    const Call* eval = nullptr;
+    for (const Call& c : m.calls()) {
+      if (c.function != f) continue;
+      int mode = mode_of(m, c);
+      if (mode > 0) eval = &c;
+      if (mode < 0) eval = nullptr;
+      // One batch per call: a function with its own loop over data is judged there.
+      if (c.loop >= 0) continue;
+      if (eval && start_byte(c.node) > start_byte(eval->node) && runs_module_through(m, c, 0) &&
+          m.grad_state(start_byte(c.node)) == GradState::Enabled && !grad_decided_around(m, c.node, f))
+        return std::string(code_snippet(m, eval->node));
+    }
+    return {};
+  }
+
+  // With `flag` == `value`: the last live mode call of `fn` is eval(),
+  // nothing live needs gradients, and a live module call in a loop over data
+  // runs with autograd enabled. The call and the loop to wrap.
+  static std::optional<std::pair<const Call*, int>> phase_finding(const Model& m, int fn, const std::string& flag,
+                                                                   bool value, const std::set<int>& reported) {
+    const Call* eval = nullptr;
+    for (const Call& c : m.calls()) {
+      if (!within(m, c.function, fn) || m.excluded_when(c.node, flag, value)) continue;
+      if (m.is_backward_call(c) || !is_null(m.stepped_optimizer(c)) || c.method == "requires_grad_") return std::nullopt;
+      if (c.function == fn && mode_of(m, c) != 0) eval = mode_of(m, c) > 0 ? &c : nullptr;
+    }
+    if (!eval || m.functions()[fn].hook) return std::nullopt;
+    for (const Call& c : m.calls()) {
+      if (c.function != fn || c.loop < 0 || start_byte(c.node) < start_byte(eval->node)) continue;
+      if (m.excluded_when(c.node, flag, value) || !runs_module(m, c)) continue;
+      if (m.grad_state(start_byte(c.node)) != GradState::Enabled || grad_decided_around(m, c.node, fn)) continue;
+      int loop = loop_to_wrap(m, c);
+      if (loop < 0 || reported.count(loop)) continue;
+      return std::make_pair(&c, loop);
+    }
+    return std::nullopt;
+  }
+
+  // Whether `c` runs a module, itself or through the functions of the file
+  // it calls (`self.infer(x)` returning `self.module_(x)`).
+  static bool runs_module_through(const Model& m, const Call& c, int depth) {
+    if (runs_module(m, c)) return true;
+    const Function* f = depth < 3 ? callee_in_file(m, c) : nullptr;
+    if (!f) return false;
+    int fn = static_cast<int>(f - m.functions().data());
+    for (const Call& inner : m.calls())
+      if (inner.function == fn && inner.node.id != c.node.id && runs_module_through(m, inner, depth + 1)) return true;
+    return false;
+  }
+
+  // A backward pass or an optimizer step in the loop, itself or in a
+  // function of the file it calls.
+  static bool loop_needs_gradients(const Model& m, int loop) {
+    for (const Call& c : m.calls()) {
+      if (!m.loop_contains(loop, start_byte(c.node))) continue;
+      if (m.is_backward_call(c) || !is_null(m.stepped_optimizer(c))) return true;
+      const Function* f = callee_in_file(m, c);
+      if (f && needs_gradients(m, static_cast<int>(f - m.functions().data()))) return true;
+    }
+    return false;
+  }
+
   static bool runs_module(const Model& m, const Call& c) {
     if (m.is_module_instance(c.func)) return true;
     return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
@@ -318,16 +445,19 @@ class EvalWithoutNoGrad final : public Check {
     return true;
   }
 
-  static void report(CheckContext& ctx, const Call& call, int loop, const std::string& reason) {
+  // `phase_guard`: the guard for a loop that also trains (empty: no fix).
+  static void report(CheckContext& ctx, const Call& call, int loop, const std::string& reason,
+                     const std::string* phase_guard = nullptr) {
     const Model& m = ctx.model();
     std::string module = code_snippet(m, is_null(call.receiver) || call.method != "forward" ? call.func : call.receiver);
     Diagnostic d = ctx.diagnostic(
         call.node, fmt::format("`{}` runs in an evaluation loop {} with autograd enabled: every forward pass records a "
                                "graph and keeps its activations alive, and nothing calls backward() to free them",
                                module, reason));
-    std::string guard = no_grad_spelling(m);
-    d.help = "wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function "
-             "with `@torch.no_grad()`";
+    std::string guard = phase_guard ? *phase_guard : no_grad_spelling(m);
+    d.help = phase_guard ? "the loop also trains: wrap it in `with torch.set_grad_enabled(<training flag>):`"
+                         : "wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the "
+                           "function with `@torch.no_grad()`";
     if (!guard.empty()) {
       std::vector<Edit> edits = wrap_edits(m, m.loops()[loop].node, guard);
       // Unsafe: code in the loop that needed gradients (a hand-written

@@ -260,6 +260,12 @@ class Model {
   bool accumulates_grads(const Call& c) const;
   // The optimizer a call steps (`opt.step()`, `scaler.step(opt)`), or null.
   TSNode stepped_optimizer(const Call& c) const;
+  // Whether `node` lies in a branch that cannot run when the flag `name` (a
+  // plain name tested as `if name:` or `if not name:`) has `value`: a
+  // function that serves two phases, specialised on its flag.
+  bool excluded_when(TSNode node, std::string_view name, bool value) const;
+  // The parameters of `function` that its own `if` statements test as flags.
+  std::vector<std::string> flag_parameters(int function) const;
   // Whether `condition` only tests the machine or the process
   // (`torch.cuda.is_available()`, possibly joined by `and`): a branch under it
   // runs on every step of the runs that matter.

@@ -886,6 +886,58 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
   return {};
 }
 
+namespace {
+// +1 when `condition` is `name`, -1 when it is `not name`, 0 otherwise.
+int tests_flag(const Model& m, TSNode condition, std::string_view name) {
+  condition = unparenthesize(condition);
+  if (kind_of(condition) == Kind::Identifier) return m.text(condition) == name ? 1 : 0;
+  if (kind_of(condition) == Kind::NotOperator) {
+    TSNode operand = unparenthesize(field(condition, "argument"));
+    return kind_of(operand) == Kind::Identifier && m.text(operand) == name ? -1 : 0;
+  }
+  return 0;
+}
+}  // namespace
+
+bool Model::excluded_when(TSNode node, std::string_view name, bool value) const {
+  TSNode child = node;
+  for (TSNode p = ts_node_parent(node); !is_null(p); child = p, p = ts_node_parent(p)) {
+    Kind k = kind_of(p);
+    if (k == Kind::FunctionDefinition || k == Kind::Lambda) return false;
+    if (k != Kind::IfStatement) continue;
+    int sense = tests_flag(*this, field(p, "condition"), name);
+    if (sense == 0) continue;
+    bool holds = (sense > 0) == value;  // the condition's truth under the assumption
+    TSNode consequence = field(p, "consequence");
+    if (ts_node_eq(child, consequence)) {
+      if (!holds) return true;
+    } else if (kind_of(child) == Kind::ElseClause || kind_of(child) == Kind::ElifClause) {
+      if (holds) return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> Model::flag_parameters(int function) const {
+  std::vector<std::string> out;
+  if (function < 0) return out;
+  const Function& f = functions_[function];
+  for (const std::string& p : f.params) {
+    bool tested = false;
+    std::vector<TSNode> work{f.body};
+    while (!work.empty() && !tested) {
+      TSNode n = work.back();
+      work.pop_back();
+      Kind k = kind_of(n);
+      if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) continue;
+      if (k == Kind::IfStatement && tests_flag(*this, field(n, "condition"), p) != 0) tested = true;
+      push_named_children(n, work);
+    }
+    if (tested) out.push_back(p);
+  }
+  return out;
+}
+
 GradState Model::entry_grad(int function) const {
   // Disabled when the file calls `function` and every call runs with grad
   // disabled; a function also used other than by a call (passed as a
