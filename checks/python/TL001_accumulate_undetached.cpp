@@ -39,7 +39,9 @@ class AccumulateUndetached final : public Check {
       TSNode added = accumulated_value(m, b);
       if (is_null(added) || is_list_concatenation(m, b, added)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
-      if (m.provenance(added) != Provenance::Attached) continue;
+      // The value engine follows what provenance alone does not: a helper's
+      // or a method's return, a dict's values through `.items()`.
+      if (m.provenance(added) != Provenance::Attached && m.value(added).grad != Provenance::Attached) continue;
       auto [s, fresh_s] = survives.try_emplace({b.name, b.loop});
       if (fresh_s) s->second = survives_step(m, b.name, b.loop);
       if (!s->second) continue;
