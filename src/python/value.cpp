@@ -38,6 +38,9 @@ uint64_t node_key(TSNode n) {
   return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
 }
 
+// Tensor methods and torch functions returning (values, indices).
+constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
+                                                            "mode", "median", "cummax", "cummin"};
 constexpr std::array<std::string_view, 4> kAccelerators = {"cuda", "mps", "xpu", "npu"};
 // Attributes of a tensor that are metadata, not tensors.
 constexpr std::array<std::string_view, 8> kMetadata = {"shape", "dtype", "device", "is_cuda", "requires_grad",
@@ -447,8 +450,13 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
         return value_at(ts_node_named_child(v, static_cast<uint32_t>(b.element)), env, depth + 1);
       Value whole = value_at(v, env, depth + 1);
       Value out = whole.item(static_cast<size_t>(b.element));
-      // `_, predicted = out.max(1)`: the indices carry no history.
-      if (b.element == 1 && k == Kind::Call && out.grad == Provenance::Unknown) out.grad = provenance_at(v, 0);
+      // `_, predicted = out.max(1)`, `torch.topk(x, k)`: the indices carry no history.
+      if (b.element == 1 && k == Kind::Call) {
+        TSNode func = unparenthesize(field(v, "function"));
+        std::string_view name = kind_of(func) == Kind::Attribute ? text(field(func, "attribute")) : text(func);
+        if (size_t dot = name.rfind('.'); dot != std::string_view::npos) name = name.substr(dot + 1);
+        if (one_of(name, kValuesIndices)) out.grad = Provenance::Detached;
+      }
       return out;
     }
     case BindingKind::AugAssign: {
