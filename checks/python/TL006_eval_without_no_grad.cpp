@@ -256,17 +256,32 @@ class EvalWithoutNoGrad final : public Check {
       reported_loops.insert(loop);
       report(ctx, call, loop, reason);
     }
+    // The functions that switch a module to eval mode (`x.eval()`,
+    // `x.train(False)`): the two shapes below start from them, and most
+    // files have none.
+    std::vector<char> switches_to_eval(m.functions().size(), 0);
+    bool any_switch = false;
+    for (const Call& c : m.calls()) {
+      if (c.function < 0 || (c.method != "eval" && c.method != "train") || mode_of(m, c) <= 0) continue;
+      switches_to_eval[static_cast<size_t>(c.function)] = 1;
+      any_switch = true;
+    }
+    if (!any_switch) return;
     // A step function the loop calls (`self.validation_step(x, y)` in a
     // loop over the validation batches) that switches a module to eval mode
     // and runs it with autograd on: the loop is the evaluation loop.
+    std::vector<signed char> step_needs_gradients(m.functions().size(), -1);
     for (const Call& call : m.calls()) {
       if (call.loop < 0) continue;
       const Function* step = callee_in_file(m, call);
       if (!step) continue;
       int f = static_cast<int>(step - m.functions().data());
+      if (!switches_to_eval[static_cast<size_t>(f)]) continue;
+      signed char& needs = step_needs_gradients[static_cast<size_t>(f)];
+      if (needs < 0) needs = needs_gradients(m, f) ? 1 : 0;
       // A framework hook the framework runs with grad disabled (the models say which).
       const HookModel* hook = step->hook;
-      if (f == call.function || (hook && hook->grad_mode == GradMode::Disabled) || needs_gradients(m, f)) continue;
+      if (f == call.function || (hook && hook->grad_mode == GradMode::Disabled) || needs) continue;
       if (m.grad_state(start_byte(call.node)) != GradState::Enabled || grad_decided_around(m, call.node, call.function))
         continue;
       std::string eval_call = evaluation_step(m, f);
@@ -285,6 +300,7 @@ class EvalWithoutNoGrad final : public Check {
     // A function serving both phases on a flag (`run_epoch(..., is_train)`):
     // with the flag false, the branches that train are dead.
     for (size_t f = 0; f < m.functions().size(); ++f) {
+      if (!switches_to_eval[f]) continue;
       int fn = static_cast<int>(f);
       for (const std::string& flag : m.flag_parameters(fn)) {
         for (bool value : {false, true}) {

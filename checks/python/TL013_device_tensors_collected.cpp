@@ -51,6 +51,7 @@ struct Store {
   int loop = -1;
   TSNode statement{};  // the store's call or assignment
   TSNode first{};      // `v` in `acc = v if acc is None else torch.cat((acc, v))`: the first entry
+  bool subscript = false;  // `c[k] = v`
 };
 
 class DeviceTensorsCollected final : public Check {
@@ -78,6 +79,7 @@ class DeviceTensorsCollected final : public Check {
         if (!it->second) continue;
         if (bounded_in_loop(m, s) || consumed_in_loop(m, s)) continue;
       }
+      if (s.subscript && !insertion(m, s.container_node, s.at, s.function)) continue;
       std::vector<TSNode> leaves;
       device_leaves(m, s, leaves);
       // With grad enabled at the store, only values without history (computed
@@ -157,7 +159,7 @@ class DeviceTensorsCollected final : public Check {
       if (fixed_slot(m, field(s.container_node, "subscript"))) return;  // overwrites one entry
       s.value = value;
       s.container_node = unparenthesize(field(s.container_node, "value"));
-      if (!insertion(m, s.container_node, b.start, b.function)) return;
+      s.subscript = true;  // insertion() is asked once the container is known to survive
     } else if (b.kind == BindingKind::AugAssign && b.op == "+=" &&
                (kind_of(value) == Kind::List || kind_of(value) == Kind::Tuple)) {
       s.value = value;

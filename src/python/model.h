@@ -425,6 +425,10 @@ class Model {
   mutable std::vector<signed char> entry_grad_;  // per function: -1 not asked, else a GradState
   mutable std::vector<bool> entry_grad_busy_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
+  // Mentions of the file's function names: as identifiers, and as `self.<name>`.
+  mutable bool mentions_counted_ = false;
+  mutable NameMap<size_t> name_mentions_;
+  mutable NameMap<size_t> attribute_mentions_;
   mutable std::unordered_set<uint64_t> in_progress_;
 };
 

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "python/model.h"
 
@@ -21,6 +23,10 @@ struct Model::ValueEnv {
   std::vector<std::pair<std::string_view, TSNode>> arguments;  // the expressions, in the caller
   const ValueEnv* caller = nullptr;
   int level = 0;  // how many calls deep the evaluation is
+  // The values computed under this binding of the parameters, and those
+  // being computed: each expression of the callee is evaluated once per call.
+  mutable std::unordered_map<uint64_t, Value> cache;
+  mutable std::unordered_set<uint64_t> in_progress;
 };
 
 namespace {
@@ -208,10 +214,10 @@ Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
   expr = unparenthesize(expr);
   if (is_null(expr) || depth > kMaxValueDepth) return {};
   uint64_t key = node_key(expr);
-  if (!env) {
-    if (auto it = value_cache_.find(key); it != value_cache_.end()) return it->second;
-    if (!value_in_progress_.insert(key).second) return {};  // a cycle
-  }
+  auto& cache = env ? env->cache : value_cache_;
+  auto& in_progress = env ? env->in_progress : value_in_progress_;
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (!in_progress.insert(key).second) return {};  // a cycle
   Value v = value_uncached(expr, env, depth);
   Kind k = kind_of(expr);
   // Nothing computed with grad disabled records history.
@@ -219,10 +225,8 @@ Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
       grad_state(start_byte(expr)) == GradState::Disabled && v.kind != ValueKind::Module)
     v.grad = Provenance::Detached;
   if (v.grad == Provenance::Unknown && !v.parts) v.grad = provenance_at(expr, 0);
-  if (!env) {
-    value_in_progress_.erase(key);
-    value_cache_[key] = v;
-  }
+  in_progress.erase(key);
+  cache[key] = v;
   return v;
 }
 
@@ -979,17 +983,28 @@ GradState Model::entry_grad(int function) const {
 
 bool Model::used_other_than_called(const Function& f, size_t calls) const {
   // Every mention of the name (an identifier, or `self.<name>` in a method)
-  // that is not the callee of a call.
-  size_t mentions = 0;
-  for (const Reference& r : references_) {
-    if (ts_node_eq(r.node, field(f.node, "name"))) continue;  // the definition's own name
-    if (text(r.node) != (f.cls >= 0 ? std::string_view("self") : std::string_view(f.name))) continue;
-    if (f.cls >= 0) {
-      if (kind_of(r.parent) != Kind::Attribute || text(field(r.parent, "attribute")) != f.name) continue;
+  // that is not the definition's own name, counted once per file.
+  if (!mentions_counted_) {
+    mentions_counted_ = true;
+    NameSet definitions;
+    for (const Function& g : functions_) definitions.insert(g.name);
+    for (const Reference& r : references_) {
+      std::string_view name = text(r.node);
+      if (name == "self" && kind_of(r.parent) == Kind::Attribute) {
+        std::string_view attribute = text(field(r.parent, "attribute"));
+        if (definitions.count(attribute)) ++attribute_mentions_[std::string(attribute)];
+        continue;
+      }
+      if (!definitions.count(name)) continue;
+      bool own_name = false;
+      TSNode parent = ts_node_parent(r.node);
+      if (kind_of(parent) == Kind::FunctionDefinition && ts_node_eq(field(parent, "name"), r.node)) own_name = true;
+      if (!own_name) ++name_mentions_[std::string(name)];
     }
-    ++mentions;
   }
-  return mentions > calls;
+  const auto& counts = f.cls >= 0 ? attribute_mentions_ : name_mentions_;
+  auto it = counts.find(f.name);
+  return it != counts.end() && it->second > calls;
 }
 
 }  // namespace torchleak::python
