@@ -358,6 +358,7 @@ class Model {
   Value returns_value(const Function& f, const ValueEnv* env, int depth) const;
   Value parameter_value(const Function& f, size_t index, int depth) const;
   Value module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const;
+  std::optional<Value> callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const;
   Value arguments_joined(TSNode args, const ValueEnv* env, int depth) const;
   Value stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
                     int depth) const;

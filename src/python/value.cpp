@@ -568,6 +568,18 @@ Value Model::module_output(TSNode call, const Value& module, const ValueEnv* env
   return out;
 }
 
+std::optional<Value> Model::callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const {
+  // A module called (`self.encoder(x)`, `models["teacher"](x)`), or a
+  // criterion, which reduces to one element.
+  Value callee = value_at(func, env, depth + 1);
+  if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
+  if (!is_loss_function(func)) return std::nullopt;
+  Value out = module_output(call, callee, env, depth);
+  out.kind = ValueKind::Tensor;
+  out.scalar = true;
+  return out;
+}
+
 Value Model::returns_value(const Function& f, const ValueEnv* env, int depth) const {
   // A generator's `return` is not what the caller receives.
   std::string_view body = text(f.body);
@@ -767,15 +779,8 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     Value receiver = value_at(receiver_node, env, depth + 1);
     bool self_receiver = kind_of(receiver_node) == Kind::Identifier && text(receiver_node) == "self";
     if (receiver.kind != ValueKind::Tensor && (receiver.kind != ValueKind::Module || self_receiver)) {
-      // `self.encoder(x)`, `models["teacher"](x)`: an attribute holding a module.
-      Value callee = value_at(func, env, depth + 1);
-      if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
-      if (is_loss_function(func)) {  // a criterion reduces to one element
-        Value out = module_output(call, callee, env, depth);
-        out.kind = ValueKind::Tensor;
-        out.scalar = true;
-        return out;
-      }
+      // `self.encoder(x)`: an attribute holding a module or a criterion.
+      if (auto v = callable_output(call, func, env, depth)) return *v;
       // A method the class inherits from a framework (`self.log(...)`), or
       // an attribute holding some other callable: not known.
       if (self_receiver && !one_of(method, kModuleSelfMethods) && !one_of(method, kModuleOtherMethods)) return {};
@@ -868,14 +873,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     args_only.args = args;
     return value_at(positional_argument(args_only, 0), env, depth + 1);
   }
-  Value callee = value_at(func, env, depth + 1);
-  if (callee.kind == ValueKind::Module) return module_output(call, callee, env, depth);
-  if (is_loss_function(func)) {  // a criterion reduces to one element
-    Value out = module_output(call, callee, env, depth);
-    out.kind = ValueKind::Tensor;
-    out.scalar = true;
-    return out;
-  }
+  if (auto v = callable_output(call, func, env, depth)) return *v;
   if (starts_with(c.callee, "torch.")) {
     TSNode device = keyword_argument(c, "device");
     if (!is_null(device)) {
