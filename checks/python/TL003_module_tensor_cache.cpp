@@ -407,7 +407,7 @@ class ModuleTensorCache final : public Check {
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       if (m.feeds_backward(b.name, fn)) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
-      if (is_null(v) || !taint.of(v, fn) || m.value(v).grad == Provenance::Detached) continue;
+      if (is_null(v) || !taint.of(v, fn) || !may_hold_graph(m, b, v)) continue;
       if (reset_by_owner(m, b.name, fn)) continue;
       Store s;
       s.where = b.target;
@@ -458,6 +458,16 @@ class ModuleTensorCache final : public Check {
       if (!s.values.empty()) out.push_back(std::move(s));
     }
     return out;
+  }
+
+  // What the value engine says of the stored value (the position of a
+  // tuple the binding unpacks): a module (`self.ema = model.to(device)`), a
+  // number or a value known to carry no history is no graph.
+  static bool may_hold_graph(const Model& m, const Binding& b, TSNode v) {
+    Value value = m.value(v);
+    if (b.element >= 0 && kind_of(unparenthesize(b.value)) == Kind::Call) value = value.item(static_cast<size_t>(b.element));
+    if (value.kind == ValueKind::Module || value.kind == ValueKind::Number || value.kind == ValueKind::None) return false;
+    return value.grad != Provenance::Detached;
   }
 
   // Whether the file starts the attribute afresh (a value without history)
