@@ -208,12 +208,64 @@ class DeviceTensorsCollected final : public Check {
     return found;
   }
 
-  // Whether `loop` is an evaluation loop: it iterates data (Model::is_step_loop).
-  // A loop that runs a model over something else (the prompts or images of
-  // one call, the text encoders of a pipeline, the tokens of a generation)
-  // collects what one call needs, not what a dataset holds: measured on the
-  // audited corpus, such loops gave only wrong findings.
-  static bool evaluation_loop(const Model& m, int loop) { return m.is_step_loop(loop); }
+  // Whether `loop` is an evaluation loop: it iterates data (Model::is_step_loop),
+  // or counts batches (`for _ in range(num_batches)`) running the same module
+  // on fresh inputs every iteration. A loop that runs a model over something
+  // else (the prompts or images of one call, the text encoders of a
+  // pipeline) collects what one call needs, not what a dataset holds:
+  // measured on the audited corpus, such loops gave only wrong findings.
+  static bool evaluation_loop(const Model& m, int loop) {
+    if (m.is_step_loop(loop)) return true;
+    const Loop& l = m.loops()[loop];
+    if (l.kind != LoopKind::For) return false;
+    TSNode iterable = unparenthesize(field(l.node, "right"));
+    if (kind_of(iterable) != Kind::Call || m.qualify(field(iterable, "function")) != "range") return false;
+    // Calls are in source order: only those from the loop's start on are read.
+    const auto& calls = m.calls();
+    auto first = std::lower_bound(calls.begin(), calls.end(), l.start,
+                                  [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+    // A loop whose modules run on the previous iteration's output (decoding
+    // token by token, denoising a latent step by step) is a recurrence.
+    bool runs_module = false;
+    for (auto it = first; it != calls.end() && start_byte(it->node) < l.end; ++it) {
+      const Call& c = *it;
+      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+      if (m.value(c.func).kind != ValueKind::Module) continue;
+      if (carried_input(m, c, loop)) return false;
+      if (!bound_in_loop(m, c.func, loop)) runs_module = true;
+    }
+    return runs_module;
+  }
+
+  // Whether the call reads a name the loop rebinds after it: the module's
+  // input is the previous iteration's output.
+  static bool carried_input(const Model& m, const Call& c, int loop) {
+    bool carried = false;
+    std::vector<TSNode> work{c.args};
+    while (!work.empty() && !carried) {
+      TSNode n = work.back();
+      work.pop_back();
+      if (kind_of(n) == Kind::Identifier) {
+        for (const Binding* b : m.bindings_of(m.text(n), c.function)) {
+          if (b->kind == BindingKind::Parameter || b->kind == BindingKind::Import) continue;
+          if (m.loop_contains(loop, b->start) && b->start > start_byte(c.node)) carried = true;
+        }
+        continue;
+      }
+      for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
+    }
+    return carried;
+  }
+
+  // Whether the name at the root of `expr` is bound inside `loop`.
+  static bool bound_in_loop(const Model& m, TSNode expr, int loop) {
+    expr = unparenthesize(expr);
+    while (kind_of(expr) == Kind::Attribute || kind_of(expr) == Kind::Subscript)
+      expr = unparenthesize(field(expr, kind_of(expr) == Kind::Attribute ? FieldName("object") : FieldName("value")));
+    if (kind_of(expr) != Kind::Identifier || m.text(expr) == "self") return false;
+    const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.loops()[loop].function);
+    return b && m.loop_contains(loop, b->start);
+  }
 
   // `evaluation` keeps each loop's answer (-1 not asked yet): the stores of
   // one loop ask about the same loops.
