@@ -408,7 +408,7 @@ class ModuleTensorCache final : public Check {
       if (m.feeds_backward(b.name, fn)) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
       if (is_null(v) || !taint.of(v, fn) || !may_hold_graph(m, b, v)) continue;
-      if (reset_by_owner(m, b.name, fn)) continue;
+      if (reset_by_owner(m, b.name, fn) || initialized_per_call(m, b, fn)) continue;
       Store s;
       s.where = b.target;
       s.kind = b.kind == BindingKind::AugAssign ? StoreKind::Accumulate : StoreKind::Assign;
@@ -492,6 +492,83 @@ class ModuleTensorCache final : public Check {
         int owner = m.functions()[c.function].cls;
         if (owner >= 0 && m.module_class(owner) != ModuleAnswer::No) return true;
       }
+    }
+    return false;
+  }
+
+  // Whether the store belongs to an initializer of per-call state: a method
+  // (`initialize_decoder_states`) that every caller runs unconditionally, in
+  // a method of the same class, before it reads the attribute, and that
+  // assigns it afresh; and the attribute is read only during those calls
+  // (by the callers and the methods they call), not between them. Every
+  // call then starts from the new value: the previous call's graph is
+  // dropped, never joined. State kept for a later look (`summary()` reading
+  // `self.last_features`) stays a finding.
+  static bool initialized_per_call(const Model& m, const Binding& b, int fn) {
+    const Function& f = m.functions()[fn];
+    if (b.kind != BindingKind::Assign || b.loop >= 0 || f.cls < 0 || f.name == "forward" || f.name == "__init__")
+      return false;
+    if (m.mentions(b.value, b.name) || !unconditional(b.statement, f.body)) return false;
+    std::vector<int> during{fn};  // the callers, then the methods they call
+    for (int index : m.calls_named(f.name)) {
+      const Call& c = m.calls()[static_cast<size_t>(index)];
+      if (c.function < 0 || !is_self(m, c.function, unparenthesize(c.receiver))) return false;
+      const Function& caller = m.functions()[c.function];
+      if (caller.cls != f.cls || c.loop >= 0 || !unconditional(c.node, caller.body)) return false;
+      if (read_before(m, b.name, c.function, start_byte(c.node))) return false;
+      if (std::find(during.begin(), during.end(), c.function) == during.end()) during.push_back(c.function);
+    }
+    if (during.size() == 1) return false;
+    for (size_t i = 1; i < during.size(); ++i) {
+      for (const Call& c : m.calls()) {
+        if (c.function != during[i] || !is_self(m, c.function, unparenthesize(c.receiver))) continue;
+        for (int method : m.classes()[static_cast<size_t>(f.cls)].methods)
+          if (m.functions()[method].name == c.method && std::find(during.begin(), during.end(), method) == during.end())
+            during.push_back(method);
+      }
+    }
+    for (const Reference& r : m.references()) {
+      if (r.function < 0 || m.functions()[r.function].cls != f.cls) continue;
+      TSNode parent = ts_node_parent(r.node);
+      if (kind_of(parent) != Kind::Attribute || !ts_node_eq(field(parent, "object"), r.node) ||
+          m.qualify(parent) != b.name)
+        continue;
+      if (std::find(during.begin(), during.end(), r.function) == during.end()) return false;
+    }
+    return true;
+  }
+
+  // Whether `node` runs whenever `body` does: no branch, loop, try or
+  // nested function between them.
+  static bool unconditional(TSNode node, TSNode body) {
+    for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, body); n = ts_node_parent(n)) {
+      switch (kind_of(n)) {
+        case Kind::IfStatement:
+        case Kind::ConditionalExpression:
+        case Kind::ForStatement:
+        case Kind::WhileStatement:
+        case Kind::TryStatement:
+        case Kind::FunctionDefinition:
+        case Kind::BooleanOperator:
+          return false;
+        default: break;
+      }
+    }
+    return true;
+  }
+
+  // Whether `function` mentions `attribute` (self.x) before byte `at`.
+  static bool read_before(const Model& m, std::string_view attribute, int function, uint32_t at) {
+    const Function& f = m.functions()[function];
+    const auto& refs = m.references();
+    auto it = std::lower_bound(refs.begin(), refs.end(), start_byte(f.node),
+                               [](const Reference& r, uint32_t byte) { return start_byte(r.node) < byte; });
+    for (; it != refs.end() && start_byte(it->node) < at; ++it) {
+      if (it->function != function) continue;
+      TSNode parent = ts_node_parent(it->node);
+      if (kind_of(parent) == Kind::Attribute && ts_node_eq(field(parent, "object"), it->node) &&
+          m.qualify(parent) == attribute)
+        return true;
     }
     return false;
   }

@@ -77,7 +77,7 @@ class DeviceTensorsCollected final : public Check {
         auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
         if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
         if (!it->second) continue;
-        if (bounded_in_loop(m, s) || consumed_in_loop(m, s)) continue;
+        if (bounded_in_loop(m, s) || consumed_in_loop(m, s) || read_by_training_loop(m, s)) continue;
       }
       if (s.subscript && !insertion(m, s.container_node, s.at, s.function)) continue;
       std::vector<TSNode> leaves;
@@ -214,12 +214,15 @@ class DeviceTensorsCollected final : public Check {
   // else (the prompts or images of one call, the text encoders of a
   // pipeline) collects what one call needs, not what a dataset holds:
   // measured on the audited corpus, such loops gave only wrong findings.
+  // A loop over a range of literal bounds (`for _ in range(5)`) runs a fixed
+  // number of times, whatever the data: what it collects is bounded.
   static bool evaluation_loop(const Model& m, int loop) {
-    if (m.is_step_loop(loop)) return true;
     const Loop& l = m.loops()[loop];
-    if (l.kind != LoopKind::For) return false;
-    TSNode iterable = unparenthesize(field(l.node, "right"));
-    if (kind_of(iterable) != Kind::Call || m.qualify(field(iterable, "function")) != "range") return false;
+    TSNode iterable = l.kind == LoopKind::For ? unparenthesize(field(l.node, "right")) : TSNode{};
+    bool range = kind_of(iterable) == Kind::Call && m.qualify(field(iterable, "function")) == "range";
+    if (range && literal_arguments(field(iterable, "arguments"))) return false;
+    if (m.is_step_loop(loop)) return true;
+    if (!range) return false;
     // Calls are in source order: only those from the loop's start on are read.
     const auto& calls = m.calls();
     auto first = std::lower_bound(calls.begin(), calls.end(), l.start,
@@ -237,8 +240,19 @@ class DeviceTensorsCollected final : public Check {
     return runs_module;
   }
 
-  // Whether the call reads a name the loop rebinds after it: the module's
-  // input is the previous iteration's output.
+  static bool literal_arguments(TSNode args) {
+    uint32_t n = ts_node_named_child_count(args);
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode a = unparenthesize(ts_node_named_child(args, i));
+      if (kind_of(a) == Kind::UnaryOperator) a = unparenthesize(ts_node_named_child(a, ts_node_named_child_count(a) - 1));
+      if (kind_of(a) != Kind::Integer) return false;
+    }
+    return n > 0;
+  }
+
+  // Whether the call reads a name the loop rebinds, or grows in place
+  // (`sequence.append(next_embedding)`), after it: the module's input is the
+  // previous iteration's output.
   static bool carried_input(const Model& m, const Call& c, int loop) {
     bool carried = false;
     std::vector<TSNode> work{c.args};
@@ -250,11 +264,26 @@ class DeviceTensorsCollected final : public Check {
           if (b->kind == BindingKind::Parameter || b->kind == BindingKind::Import) continue;
           if (m.loop_contains(loop, b->start) && b->start > start_byte(c.node)) carried = true;
         }
+        if (!carried) carried = grown_after(m, m.text(n), c, loop);
         continue;
       }
       for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
     }
     return carried;
+  }
+
+  // Whether `name.append(...)` (extend, insert) runs in `loop` after `c`.
+  static bool grown_after(const Model& m, std::string_view name, const Call& c, int loop) {
+    const Loop& l = m.loops()[loop];
+    const auto& calls = m.calls();
+    auto it = std::upper_bound(calls.begin(), calls.end(), start_byte(c.node),
+                               [](uint32_t at, const Call& x) { return at < start_byte(x.node); });
+    for (; it != calls.end() && start_byte(it->node) < l.end; ++it) {
+      if (it->function != c.function || is_null(it->receiver)) continue;
+      if (it->method != "append" && it->method != "extend" && it->method != "insert") continue;
+      if (m.text(unparenthesize(it->receiver)) == name && m.loop_contains(loop, start_byte(it->node))) return true;
+    }
+    return false;
   }
 
   // Whether the name at the root of `expr` is bound inside `loop`.
@@ -368,6 +397,44 @@ class DeviceTensorsCollected final : public Check {
       if (pk == Kind::ConditionalExpression) continue;  // `v if c is None else ...`: the test is read above
       return true;
     }
+    return false;
+  }
+
+  // Whether a later loop of the function that trains (runs a backward pass)
+  // reads the container's entries (`latents_cache[step]`, `for x in cache`):
+  // inputs computed once and kept on the device for training, a cache whose
+  // size is the point.
+  static bool read_by_training_loop(const Model& m, const Store& s) {
+    int outer = s.loop;
+    while (m.loops()[outer].parent >= 0) outer = m.loops()[outer].parent;
+    uint32_t after = m.loops()[outer].end;
+    const auto& refs = m.references();
+    auto it = std::lower_bound(refs.begin(), refs.end(), after,
+                               [](const Reference& r, uint32_t at) { return start_byte(r.node) < at; });
+    for (; it != refs.end(); ++it) {
+      if (it->function != s.function) continue;
+      TSNode mention = it->node;
+      while (kind_of(ts_node_parent(mention)) == Kind::Attribute &&
+             ts_node_eq(field(ts_node_parent(mention), "object"), mention) && m.qualify(mention) != s.container)
+        mention = ts_node_parent(mention);
+      if (m.qualify(mention) != s.container) continue;
+      TSNode parent = ts_node_parent(mention);
+      bool entry = kind_of(parent) == Kind::Subscript && ts_node_eq(field(parent, "value"), mention);
+      bool iterated = kind_of(parent) == Kind::ForStatement && ts_node_eq(field(parent, "right"), mention);
+      if (!entry && !iterated) continue;
+      for (int l = m.innermost_loop(start_byte(it->node), s.function); l >= 0; l = m.loops()[l].parent)
+        if (trains(m, l)) return true;
+    }
+    return false;
+  }
+
+  static bool trains(const Model& m, int loop) {
+    const Loop& l = m.loops()[loop];
+    const auto& calls = m.calls();
+    auto it = std::lower_bound(calls.begin(), calls.end(), l.start,
+                               [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+    for (; it != calls.end() && start_byte(it->node) < l.end; ++it)
+      if (it->function == l.function && m.is_backward_call(*it)) return true;
     return false;
   }
 

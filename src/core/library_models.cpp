@@ -228,10 +228,12 @@ class ModelFileReader {
       else if (key == "batch") {
         h.batch = operand(node, at);
         if (h.batch->kind != Operand::Kind::Argument) fail(node, at, "must be an argument (argN), not self");
-      } else unknown(k, where, "classes, methods, role, grad-mode, batch");
+      } else if (key == "batch-iterator") h.batch_iterator = string(node, at);
+      else unknown(k, where, "classes, methods, role, grad-mode, batch, batch-iterator");
     }
     if (classes.empty()) fail(t, where, "needs `classes`, the framework's base classes");
     if (methods.empty()) fail(t, where, "needs `methods`, the hooks' names");
+    if (!h.batch_iterator.empty() && !h.batch) fail(t, where, "`batch-iterator` needs `batch`");
     if (h.role == HookRole::None && h.grad_mode == GradMode::Unchanged)
       fail(t, where, "says nothing: give a `role` or a `grad-mode`");
     for (const auto& c : classes) {

@@ -104,6 +104,10 @@ struct HookModel {
   // The argument through which the framework passes the batch, already moved
   // to the module's device (Lightning's `batch`): argN counts after `self`.
   std::optional<Operand> batch;
+  // A parameter of this name at the batch's position receives an iterator
+  // over the batches instead, not moved to the device (Lightning's
+  // `dataloader_iter`).
+  std::string batch_iterator;
 };
 
 class LibraryModels {

@@ -61,16 +61,10 @@ std::string binding_key(int function, std::string_view name) {
   return k;
 }
 
-uint64_t node_key(TSNode n) {
-  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
-}
 
 // Builtins whose result is built from their arguments' values.
 constexpr std::array<std::string_view, 8> kPropagatingBuiltins = {"sum", "max", "min", "abs",
                                                                   "list", "tuple", "sorted", "reversed"};
-// Tensor methods and torch functions returning (values, indices) with a dim.
-constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
-                                                            "mode", "median", "cummax", "cummin"};
 // Calls wrapping an iterable without changing what it yields.
 constexpr std::array<std::string_view, 9> kIterableWrappers = {"enumerate", "tqdm", "zip", "iter", "islice",
                                                                "cycle", "chain", "prefetch", "track"};
@@ -93,6 +87,16 @@ bool is_capitalized(std::string_view name) {
 }
 
 }  // namespace
+
+uint64_t node_key(TSNode n) {
+  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
+}
+
+bool returns_values_and_indices(std::string_view name) {
+  constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
+                                                              "mode", "median", "cummax", "cummin"};
+  return std::find(kValuesIndices.begin(), kValuesIndices.end(), name) != kValuesIndices.end();
+}
 
 Provenance join(Provenance a, Provenance b) {
   if (a == Provenance::Attached || b == Provenance::Attached) return Provenance::Attached;
@@ -1491,7 +1495,7 @@ Provenance Model::binding_provenance(const Binding& b, int depth) const {
       // `_, predicted = out.max(1)`: the indices carry no history.
       if (b.element == 1 && kind_of(v) == Kind::Call && start_byte(v) == start_byte(unparenthesize(b.value))) {
         TSNode func = unparenthesize(field(v, "function"));  // out.max(1) or torch.max(out, 1)
-        if (kind_of(func) == Kind::Attribute && one_of(text(field(func, "attribute")), kValuesIndices))
+        if (kind_of(func) == Kind::Attribute && returns_values_and_indices(text(field(func, "attribute"))))
           return Provenance::Detached;
       }
       return provenance_at(v, depth + 1);

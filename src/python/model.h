@@ -59,6 +59,12 @@ struct ValueParts {
   std::optional<Value> element;                       // the join of every element
 };
 
+// A key for a node of one tree: its range and symbol (the caches of provenance and values).
+uint64_t node_key(TSNode n);
+// Whether a tensor method or torch function of this name returns (values, indices)
+// when given a dim: `out.max(1)`, `torch.topk(x, k)`.
+bool returns_values_and_indices(std::string_view name);
+
 // The join of two values that may reach the same place (branches, call sites).
 Value join(const Value& a, const Value& b);
 Device join(Device a, Device b);
@@ -273,6 +279,9 @@ class Model {
   // Whether `c` releases the accelerator's cache (torch.cuda.empty_cache()).
   bool releases_cache(const Call& c) const;
 
+  // The calls whose call_name is `name`, by index into calls(), in source order.
+  const std::vector<int>& calls_named(std::string_view name) const;
+
   // --- loops ---
   int innermost_loop(uint32_t byte, int function) const;
   bool loop_contains(int loop, uint32_t byte) const;
@@ -426,6 +435,7 @@ class Model {
   mutable std::vector<signed char> entry_grad_;  // per function: -1 not asked, else a GradState
   mutable std::vector<bool> entry_grad_busy_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
+  mutable bool calls_indexed_ = false;
   // Mentions of the file's function names: as identifiers, and as `self.<name>`.
   mutable bool mentions_counted_ = false;
   mutable NameMap<size_t> name_mentions_;

@@ -40,13 +40,6 @@ bool one_of(std::string_view s, const std::array<std::string_view, N>& set) {
   return std::find(set.begin(), set.end(), s) != set.end();
 }
 
-uint64_t node_key(TSNode n) {
-  return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
-}
-
-// Tensor methods and torch functions returning (values, indices).
-constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
-                                                            "mode", "median", "cummax", "cummin"};
 constexpr std::array<std::string_view, 4> kAccelerators = {"cuda", "mps", "xpu", "npu"};
 // Attributes of a tensor that are metadata, not tensors.
 constexpr std::array<std::string_view, 8> kMetadata = {"shape", "dtype", "device", "is_cuda", "requires_grad",
@@ -54,6 +47,9 @@ constexpr std::array<std::string_view, 8> kMetadata = {"shape", "dtype", "device
 // Full reductions when called without arguments: one element.
 constexpr std::array<std::string_view, 11> kReductions = {"sum", "mean", "max", "min", "norm", "prod",
                                                           "std", "var", "all", "any", "logsumexp"};
+// Tensor methods that copy or cast: the result has the receiver's shape.
+constexpr std::array<std::string_view, 9> kSameShapeMethods = {"clone", "float", "double", "half", "bfloat16",
+                                                               "contiguous", "type", "requires_grad_", "abs"};
 // Methods of nn.Module that return the module itself.
 constexpr std::array<std::string_view, 10> kModuleSelfMethods = {"eval", "train", "float", "half", "double",
                                                                  "bfloat16", "requires_grad_", "apply",
@@ -98,6 +94,14 @@ Value flat(const Value& v) {
   out.parts.reset();
   out.scalar = false;
   if (out.kind == ValueKind::Container || out.kind == ValueKind::Module) out.kind = ValueKind::Unknown;
+  return out;
+}
+
+// A tensor of the same shape as `v` (a copy, a move, a cast): its facets
+// without its structure, one element when `v` has one.
+Value same_shape(const Value& v) {
+  Value out = flat(v);
+  out.scalar = v.scalar && (v.kind == ValueKind::Tensor || v.kind == ValueKind::Unknown);
   return out;
 }
 
@@ -155,24 +159,26 @@ Value join(const Value& a, const Value& b) {
   return out;
 }
 
+namespace {
+// Whether `v` or any value it holds (positions, fields, elements) satisfies `test`.
+template <class F>
+bool any_part(const Value& v, const F& test) {
+  if (test(v)) return true;
+  if (!v.parts) return false;
+  for (const Value& item : v.parts->items)
+    if (any_part(item, test)) return true;
+  for (const auto& f : v.parts->fields)
+    if (any_part(f.second, test)) return true;
+  return v.parts->element && any_part(*v.parts->element, test);
+}
+}  // namespace
+
 bool Value::holds_device_tensors() const {
-  if (device == Device::Accelerator && !scalar) return true;
-  if (!parts) return false;
-  for (const Value& v : parts->items)
-    if (v.holds_device_tensors()) return true;
-  for (const auto& f : parts->fields)
-    if (f.second.holds_device_tensors()) return true;
-  return parts->element && parts->element->holds_device_tensors();
+  return any_part(*this, [](const Value& v) { return v.device == Device::Accelerator && !v.scalar; });
 }
 
 bool Value::on_accelerator() const {
-  if (device == Device::Accelerator) return true;
-  if (!parts) return false;
-  for (const Value& v : parts->items)
-    if (v.on_accelerator()) return true;
-  for (const auto& f : parts->fields)
-    if (f.second.on_accelerator()) return true;
-  return parts->element && parts->element->on_accelerator();
+  return any_part(*this, [](const Value& v) { return v.device == Device::Accelerator; });
 }
 
 Value Value::item(size_t index) const {
@@ -459,7 +465,7 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
         TSNode func = unparenthesize(field(v, "function"));
         std::string_view name = kind_of(func) == Kind::Attribute ? text(field(func, "attribute")) : text(func);
         if (size_t dot = name.rfind('.'); dot != std::string_view::npos) name = name.substr(dot + 1);
-        if (one_of(name, kValuesIndices)) out.grad = Provenance::Detached;
+        if (returns_values_and_indices(name)) out.grad = Provenance::Detached;
       }
       return out;
     }
@@ -486,8 +492,11 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
       size_t index = 0;
       while (index < f.params.size() && f.params[index] != b.name) ++index;
       bool method = f.cls >= 0 && !function_has_decorator(b.function, "staticmethod");
-      if (f.hook && f.hook->batch && index == f.hook->batch->index + (method ? 1u : 0u))
+      if (f.hook && f.hook->batch && index == f.hook->batch->index + (method ? 1u : 0u)) {
+        // An iterator over the batches: what it yields is not moved for the hook.
+        if (b.name == f.hook->batch_iterator) return {};
         return facets(Provenance::Detached, Device::Accelerator, ValueKind::Unknown);
+      }
       if (method && index == 0) return {};
       Value v = parameter_value(f, index, depth + 1);
       if (!is_null(b.value)) v = join(v, value_at(b.value, env, depth + 1));
@@ -498,10 +507,9 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
   }
 }
 
-std::vector<const Call*> Model::call_sites(const Function& f) const {
-  std::vector<const Call*> out;
-  bool method = f.cls >= 0;
-  if (calls_by_name_.empty() && !calls_.empty()) {
+const std::vector<int>& Model::calls_named(std::string_view name) const {
+  if (!calls_indexed_) {
+    calls_indexed_ = true;
     for (size_t i = 0; i < calls_.size(); ++i) {
       std::string_view n = call_name(calls_[i]);
       auto it = calls_by_name_.find(n);
@@ -509,9 +517,16 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
       it->second.push_back(static_cast<int>(i));
     }
   }
-  auto found = calls_by_name_.find(f.name);
-  if (found == calls_by_name_.end()) return out;
-  for (int i : found->second) {
+  static const std::vector<int> kNone;
+  auto it = calls_by_name_.find(name);
+  return it == calls_by_name_.end() ? kNone : it->second;
+}
+
+std::vector<const Call*> Model::call_sites(const Function& f) const {
+  std::vector<const Call*> out;
+  bool method = f.cls >= 0;
+  const std::vector<int>& found = calls_named(f.name);
+  for (int i : found) {
     const Call& c = calls_[i];
     if (method) {
       if (!c.method.empty() && text(unparenthesize(c.receiver)) == "self" && class_of_function(c.function) == f.cls)
@@ -676,11 +691,13 @@ bool Model::module_moved_in_place(std::string_view name, int function) const {
   // `model.cuda()`, `model.to(device)` as statements, in the same function or
   // at module level (any method of the class for `self.x`).
   bool attribute = name.find('.') != std::string_view::npos;
-  for (const Call& c : calls_) {
-    if (c.method != "cuda" && c.method != "to") continue;
-    if (!(c.function == function || c.function < 0 || attribute)) continue;
-    if (qualify(unparenthesize(c.receiver)) != name) continue;
-    if (moved_to(c.node, nullptr, 0) == Device::Accelerator) return true;
+  for (std::string_view method : {"cuda", "to"}) {
+    for (int i : calls_named(method)) {
+      const Call& c = calls_[i];
+      if (c.method != method || !(c.function == function || c.function < 0 || attribute)) continue;
+      if (qualify(unparenthesize(c.receiver)) != name) continue;
+      if (moved_to(c.node, nullptr, 0) == Device::Accelerator) return true;
+    }
   }
   return false;
 }
@@ -787,7 +804,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     }
     if (method == "to" || method == "cuda" || method == "cpu") {
       Device d = moved_to(call, env, depth);
-      Value out = receiver.kind == ValueKind::Container ? receiver : flat(receiver);
+      Value out = receiver.kind == ValueKind::Container ? receiver : same_shape(receiver);
       if (receiver.kind == ValueKind::Module) out.kind = ValueKind::Module;
       if (d != Device::Unknown) out.device = d;
       if (d == Device::Host && out.parts) out.parts.reset();
@@ -798,7 +815,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
                     method == "item");
     if (method == "numpy") return facets(Provenance::Detached, Device::Host, ValueKind::Other);
     if (method == "detach" || method == "detach_") {
-      Value out = flat(receiver);
+      Value out = same_shape(receiver);
       out.grad = Provenance::Detached;
       return out;
     }
@@ -828,9 +845,10 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       out.scalar = true;
       return out;
     }
-    // An unknown method of a tensor keeps its device.
+    // An unknown method of a tensor keeps its device; a copy or a cast keeps
+    // its shape.
     if (receiver.kind == ValueKind::Tensor || receiver.kind == ValueKind::Unknown) {
-      Value out = flat(receiver);
+      Value out = one_of(method, kSameShapeMethods) ? same_shape(receiver) : flat(receiver);
       if (receiver.kind == ValueKind::Unknown && receiver.device == Device::Unknown) return {};
       return out;
     }

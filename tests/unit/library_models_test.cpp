@@ -102,6 +102,8 @@ TEST(LibraryModels, Hooks) {
   // skorch's validation_step disables grad in its own body, not around an override.
   EXPECT_EQ(m.hook("skorch.NeuralNet", "validation_step")->grad_mode, GradMode::Unchanged);
   EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "forward"), nullptr);
+  EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "validation_step")->batch_iterator, "dataloader_iter");
+  EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "training_step")->batch_iterator, "dataloader_iter");
   EXPECT_TRUE(m.has_hooks("transformers.Trainer"));
   EXPECT_FALSE(m.has_hooks("torch.nn.Module"));
 }
@@ -153,6 +155,9 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
             "inhouse.toml:3:24: calls[0].effects.backward: must be self, argN or argN|keyword, not 'argument0'");
   EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\n"),
             "inhouse.toml:1:1: hooks[0]: says nothing: give a `role` or a `grad-mode`");
+  EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\nrole = \"per-step\"\n"
+                       "batch-iterator = \"it\"\n"),
+            "inhouse.toml:1:1: hooks[0]: `batch-iterator` needs `batch`");
   EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\n"), "inhouse.toml:1:1: classes[0]: needs `kind` or `bases`");
   EXPECT_EQ(load_error("calls = 3\n"), "inhouse.toml:1:9: calls: must be an array of tables ([[calls]])");
   EXPECT_EQ(load_error("functions = []\n"),

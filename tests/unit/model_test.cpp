@@ -24,17 +24,24 @@ class Program {
 
   const Model& model() const { return model_; }
 
-  // Byte offset of the `nth` occurrence (0-based) of `snippet` as whole
-  // tokens (`x` does not occur in `xs`); fails the test when there is none.
-  uint32_t at(std::string_view snippet, int nth = 0) const {
+  // Byte offsets of the occurrences of `snippet` as whole tokens (`x` does not occur in `xs`).
+  std::vector<uint32_t> occurrences(std::string_view snippet) const {
     auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    int seen = 0;
+    std::vector<uint32_t> out;
     for (size_t pos = text_.find(snippet); pos != std::string::npos; pos = text_.find(snippet, pos + 1)) {
       size_t end = pos + snippet.size();
       if (word(snippet.front()) && pos > 0 && word(text_[pos - 1])) continue;
       if (word(snippet.back()) && end < text_.size() && word(text_[end])) continue;
-      if (seen++ == nth) return static_cast<uint32_t>(pos);
+      out.push_back(static_cast<uint32_t>(pos));
     }
+    return out;
+  }
+
+  // Byte offset of the `nth` occurrence (0-based) of `snippet` as whole
+  // tokens; fails the test when there is none.
+  uint32_t at(std::string_view snippet, int nth = 0) const {
+    std::vector<uint32_t> all = occurrences(snippet);
+    if (nth >= 0 && static_cast<size_t>(nth) < all.size()) return all[static_cast<size_t>(nth)];
     ADD_FAILURE() << "no occurrence " << nth << " of `" << snippet << "`";
     return 0;
   }
@@ -53,15 +60,7 @@ class Program {
   Value value(std::string_view snippet, int nth = 0) const { return model_.value(node(snippet, nth)); }
   // The value of the last occurrence of `snippet` as whole tokens (a name in a return statement).
   Value last(std::string_view snippet) const {
-    auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    int n = 0;
-    for (size_t pos = text_.find(snippet); pos != std::string::npos; pos = text_.find(snippet, pos + 1)) {
-      size_t end = pos + snippet.size();
-      if (word(snippet.front()) && pos > 0 && word(text_[pos - 1])) continue;
-      if (word(snippet.back()) && end < text_.size() && word(text_[end])) continue;
-      ++n;
-    }
-    return model_.value(node(snippet, n - 1));
+    return model_.value(node(snippet, static_cast<int>(occurrences(snippet).size()) - 1));
   }
   GradState grad(std::string_view snippet, int nth = 0) const { return model_.grad_state(at(snippet, nth)); }
   int function_at(std::string_view snippet, int nth = 0) const { return model_.function_at(at(snippet, nth)); }
@@ -1448,6 +1447,41 @@ class Classifier(pl.LightningModule):
   EXPECT_EQ(p.last("batch").device, Device::Accelerator);
   EXPECT_EQ(p.last("images").device, Device::Accelerator);
   EXPECT_EQ(p.value("batch_idx", 0).device, Device::Unknown);
+}
+
+TEST(ModelValue, AnIteratorOverBatchesIsNotABatch) {
+  Program p(R"(
+import lightning.pytorch as pl
+
+class Recorder(pl.LightningModule):
+    def validation_step(self, dataloader_iter):
+        batch = next(dataloader_iter)
+        return batch
+)");
+  EXPECT_EQ(p.last("batch").device, Device::Unknown);
+}
+
+TEST(ModelValue, CopiesAndMovesKeepOneElement) {
+  Program p(R"(
+def f(x):
+    a = x.cuda()
+    s = (a - 1).abs().sum()
+    d = s.detach()
+    m = s.to("cuda")
+    c = s.clone()
+    r = s.reshape(1, 1)
+    v = a.detach()
+    return s, d, m, c, r, v
+)");
+  EXPECT_TRUE(p.last("s").scalar);
+  EXPECT_TRUE(p.last("d").scalar);
+  EXPECT_EQ(p.last("d").device, Device::Accelerator);
+  EXPECT_TRUE(p.last("m").scalar);
+  EXPECT_TRUE(p.last("c").scalar);
+  EXPECT_FALSE(p.last("r").scalar);  // an unknown method: the shape is not known
+  EXPECT_FALSE(p.last("v").scalar);
+  EXPECT_TRUE(p.last("v").holds_device_tensors());
+  EXPECT_FALSE(p.last("d").holds_device_tensors());
 }
 
 TEST(ModelGrad, EntryModeIsTheMeetOverCallSites) {
