@@ -41,7 +41,7 @@ class AccumulateUndetached final : public Check {
       if (m.grad_state(b.start) != GradState::Enabled) continue;
       // The value engine follows what provenance alone does not: a helper's
       // or a method's return, a dict's values through `.items()`.
-      if (m.provenance(added) != Provenance::Attached && m.value(added).grad != Provenance::Attached) continue;
+      if (!m.carries_history(added)) continue;
       auto [s, fresh_s] = survives.try_emplace({b.name, b.loop});
       if (fresh_s) s->second = survives_step(m, b.name, b.loop);
       if (!s->second) continue;

@@ -226,7 +226,7 @@ class AppendUndetached final : public Check {
         work.push_back(field(n, "body"));
         continue;
       }
-      if (m.provenance(n) == Provenance::Attached || m.value(n).grad == Provenance::Attached) out.push_back(n);
+      if (m.carries_history(n)) out.push_back(n);
     }
   }
 

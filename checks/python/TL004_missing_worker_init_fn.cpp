@@ -577,7 +577,13 @@ class ValueCollector {
       return;
     }
     // A factory function: what it builds is not known here, but objects made
-    // in its arguments are held by whatever it returns.
+    // in its arguments are held by whatever it returns; unless the library
+    // models say it returns a tensor or a number (`torch.randint(...,
+    // generator=g)` draws from g once and keeps nothing of it).
+    if (!callee.empty()) {
+      const CallModel* model = m_.library().call(callee);
+      if (model && (model->kind == ValueKind::Tensor || model->kind == ValueKind::Number)) return;
+    }
     if (!may_hold_name(args)) return;
     for_each_named_child(args, [&](TSNode a) {
       if (kind_of(a) == Kind::KeywordArgument) a = keyword_value(a);

@@ -534,6 +534,21 @@ struct Model::Builder {
         for_each_named_child(left, [&](TSNode element) {
           TSNode t = unparenthesize(element);
           int index = i++;
+          Kind tk = kind_of(t);
+          if (kind == BindingKind::ForTarget && (tk == Kind::Tuple || tk == Kind::List || tk == Kind::TuplePattern ||
+                                                 tk == Kind::ListPattern)) {
+            // `for i, (x, y) in enumerate(loader)`: one level of nesting.
+            int j = 0;
+            for_each_named_child(t, [&](TSNode inner) {
+              inner = unparenthesize(inner);
+              int position = j++;
+              std::string inner_name = target_name(inner);
+              if (inner_name.empty() || kind_of(inner) == Kind::Subscript) return;
+              add_binding(inner_name, kind, statement, inner, value, index);
+              m.bindings_.back().inner = position;
+            });
+            return;
+          }
           std::string name = target_name(t);
           if (name.empty()) return;
           BindingKind k = kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind;

@@ -129,6 +129,7 @@ struct Binding {
   TSNode target{};     // the target expression
   TSNode value{};      // the right-hand side, when there is one
   int element = -1;    // position in a tuple target, -1 for a plain target
+  int inner = -1;      // position in a nested tuple of a for target: `for i, (x, y) in ...`
   std::string op;      // operator of an augmented assignment: "+="
   int function = -1;
   int loop = -1;       // innermost loop in the same function
@@ -338,6 +339,10 @@ class Model {
   // parameters' values at the file's call sites, the library models, and the
   // batches the frameworks pass to their hooks.
   Value value(TSNode expr) const;
+  // Whether `expr` carries autograd history: the value engine's answer when
+  // it has one (a helper's tuple position that holds the batch moved to the
+  // device has none), else the syntactic provenance.
+  bool carries_history(TSNode expr) const;
   // The grad mode a function runs under when no region of its own decides:
   // Disabled when every call site of it in the file runs with grad disabled.
   GradState entry_grad(int function) const;

@@ -216,6 +216,12 @@ Value Value::element() const {
 
 Value Model::value(TSNode expr) const { return value_at(expr, nullptr, 0); }
 
+bool Model::carries_history(TSNode expr) const {
+  Provenance engine = value(expr).grad;
+  if (engine != Provenance::Unknown) return engine == Provenance::Attached;
+  return provenance(expr) == Provenance::Attached;
+}
+
 Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
   expr = unparenthesize(expr);
   if (is_null(expr) || depth > kMaxValueDepth) return {};
@@ -482,9 +488,17 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
       TSNode iterable = field(b.statement, "right");
       Value element = value_at(iterable, env, depth + 1).element();
       // A batch from a data loader: data, on the host, without history.
-      if (element.device == Device::Unknown && !element.parts && is_data_loader(iterable))
+      bool data = is_data_loader(iterable);
+      if (element.device == Device::Unknown && !element.parts && data)
         element = facets(Provenance::Detached, Device::Host, ValueKind::Unknown);
-      return b.element >= 0 ? element.item(static_cast<size_t>(b.element)) : element;
+      Value out = b.element >= 0 ? element.item(static_cast<size_t>(b.element)) : element;
+      if (b.inner >= 0) {
+        out = out.item(static_cast<size_t>(b.inner));
+        // `for i, (x, y) in enumerate(loader)`: the batch's parts are data too.
+        if (out.device == Device::Unknown && !out.parts && out.kind == ValueKind::Unknown && data)
+          out = facets(Provenance::Detached, Device::Host, ValueKind::Unknown);
+      }
+      return out;
     }
     case BindingKind::Parameter: {
       if (b.function < 0) return {};

@@ -1449,6 +1449,18 @@ class Classifier(pl.LightningModule):
   EXPECT_EQ(p.value("batch_idx", 0).device, Device::Unknown);
 }
 
+TEST(ModelValue, NestedForTargetsTakeTheirPartOfTheBatch) {
+  Program p(R"(
+def train(model, loader, device):
+    for step, (inputs, labels) in enumerate(loader):
+        x = inputs.to(device)
+        y = labels
+)");
+  EXPECT_EQ(p.value("labels", 1).grad, Provenance::Detached);
+  EXPECT_EQ(p.value("labels", 1).device, Device::Host);
+  EXPECT_EQ(p.value("inputs", 1).grad, Provenance::Detached);
+}
+
 TEST(ModelValue, AnIteratorOverBatchesIsNotABatch) {
   Program p(R"(
 import lightning.pytorch as pl
