@@ -125,19 +125,39 @@ bool grad_decided_around(const Model& m, TSNode node, int fn) {
   return false;
 }
 
+// Whether the call needs gradients: a backward pass, an optimizer step,
+// `requires_grad_()`, torch.autograd's functions.
+bool needs_gradient_call(const Model& m, const Call& c) {
+  if (c.method == "backward" || c.method == "requires_grad_" || c.callee == "torch.autograd.grad" ||
+      c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.functional.jacobian" ||
+      c.callee == "torch.autograd.functional.vjp")
+    return true;
+  return c.method == "step" &&
+         (m.is_optimizer(c.receiver) || (!is_null(c.receiver) && lower_contains(m.text(c.receiver), "optim")) ||
+          (m.positional_count(c) > 0 && m.is_optimizer(m.positional_argument(c, 0))));
+}
+
 // Whether `fn` (with the functions nested in it) needs gradients.
 bool needs_gradients(const Model& m, int fn) {
-  for (const Call& c : m.calls()) {
-    if (!within(m, c.function, fn)) continue;
-    if (c.method == "backward" || c.method == "requires_grad_" || c.callee == "torch.autograd.grad" ||
-        c.callee == "torch.autograd.backward" || c.callee == "torch.autograd.functional.jacobian" ||
-        c.callee == "torch.autograd.functional.vjp")
-      return true;
-    if (c.method == "step" && (m.is_optimizer(c.receiver) || (!is_null(c.receiver) && lower_contains(m.text(c.receiver), "optim")) ||
-                               (m.positional_count(c) > 0 && m.is_optimizer(m.positional_argument(c, 0)))))
-      return true;
-  }
+  for (const Call& c : m.calls())
+    if (within(m, c.function, fn) && needs_gradient_call(m, c)) return true;
   return false;
+}
+
+// Whether every call of `fn` that needs gradients sits in a loop over data
+// apart from `loop` (neither inside it nor around it): an epoch's training
+// loop beside its evaluation loop.
+bool gradients_only_in_other_loops(const Model& m, int fn, int loop) {
+  uint32_t at = start_byte(m.loops()[loop].node);
+  for (const Call& c : m.calls()) {
+    if (!within(m, c.function, fn) || !needs_gradient_call(m, c)) continue;
+    if (c.function != fn) return false;
+    bool apart = false;
+    for (int l : m.enclosing_loops(start_byte(c.node), fn))
+      if (!m.loop_contains(l, at) && !m.loop_contains(loop, start_byte(c.node)) && m.is_step_loop(l)) apart = true;
+    if (!apart) return false;
+  }
+  return true;
 }
 
 // The mode a module call sets: +1 eval(), -1 train(), 0 not a mode call.
@@ -243,8 +263,10 @@ class EvalWithoutNoGrad final : public Check {
       if (may_evaluate.empty()) may_evaluate = evaluation_candidates(m);
       if (!may_evaluate[static_cast<size_t>(fn + 1)] || !runs_module(m, call)) continue;
       int& candidate = checked_functions[static_cast<size_t>(fn + 1)];
+      // 2: the function trains too, in its own loops (an epoch loop with a
+      // training loop and an evaluation loop).
       if (candidate < 0) candidate = fn >= 0 && m.functions()[fn].cls >= 0 && is_framework_hook(m, fn) ? 0
-                                     : needs_gradients(m, fn)                                        ? 0
+                                     : needs_gradients(m, fn)                                        ? 2
                                                                                                      : 1;
       if (candidate == 0) continue;
       if (m.grad_state(start_byte(call.node)) != GradState::Enabled) continue;
@@ -252,7 +274,13 @@ class EvalWithoutNoGrad final : public Check {
       int loop = loop_to_wrap(m, call);
       if (loop < 0 || reported_loops.count(loop)) continue;
       std::string reason;
-      if (!evaluation_context(m, fn, loop, reason)) continue;
+      bool by_mode_call = false;
+      if (!evaluation_context(m, fn, loop, reason, by_mode_call)) continue;
+      // Beside a training loop, only the loop that follows an eval() call
+      // and needs no gradients itself is an evaluation loop.
+      if (candidate == 2 && (!by_mode_call || !m.is_step_loop(loop) || loop_needs_gradients(m, loop) ||
+                             !gradients_only_in_other_loops(m, fn, loop)))
+        continue;
       reported_loops.insert(loop);
       report(ctx, call, loop, reason);
     }
@@ -439,7 +467,7 @@ class EvalWithoutNoGrad final : public Check {
   // Whether `fn` evaluates at `loop`: the last mode call before the loop is
   // eval(), or there is none and the function is named for evaluation. A
   // train() inside the loop means the loop trains.
-  static bool evaluation_context(const Model& m, int fn, int loop, std::string& reason) {
+  static bool evaluation_context(const Model& m, int fn, int loop, std::string& reason, bool& by_mode_call) {
     const Loop& l = m.loops()[loop];
     uint32_t at = start_byte(l.node);
     const Call* last = nullptr;
@@ -454,6 +482,7 @@ class EvalWithoutNoGrad final : public Check {
     if (last) {
       if (mode_of(m, *last) < 0) return false;
       reason = fmt::format("after `{}`", code_snippet(m, last->node));
+      by_mode_call = true;
       return true;
     }
     if (fn < 0 || !named_for_evaluation(m.functions()[fn].name)) return false;

@@ -69,10 +69,12 @@ std::vector<Edit> append_call_edits(const Model& model, TSNode expr, std::string
 // is a step over data: walking from `loop` outwards through the loops in
 // which `name` is bound before the loop and not started afresh, one of them
 // is a step loop (Model::is_step_loop). A list filled per batch inside the
-// batch loop, or a total summed over the heads of one step, does not.
+// batch loop, or a total summed over the heads of one step, does not. A
+// periodic reset (`if step % 100 == 0: total = 0`) does not start it afresh:
+// the iterations between two resets still chain their graphs.
 inline bool survives_step(const Model& m, std::string_view name, int loop) {
   for (int l = loop; l >= 0; l = m.loops()[l].parent) {
-    if (!m.bound_before_loop(name, l) || m.reset_in_loop(name, l)) return false;
+    if (!m.bound_before_loop(name, l) || m.reset_in_loop(name, l, /*every_iteration=*/true)) return false;
     if (m.is_step_loop(l)) return true;
   }
   return false;

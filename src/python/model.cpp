@@ -1340,26 +1340,41 @@ bool Model::feeds_backward(std::string_view name, int function) const {
   return false;
 }
 
-bool Model::reset_in_loop(std::string_view name, int loop) const {
+bool Model::reset_in_loop(std::string_view name, int loop, bool every_iteration) const {
   if (loop < 0) return false;
   const Loop& l = loops_[loop];
+  TSNode body = field(l.node, "body");
+  // Whether `node` runs on every iteration of the loop: no branch, try or
+  // inner loop between it and the loop's body.
+  auto every = [&](TSNode node) {
+    if (!every_iteration || is_null(body)) return true;
+    for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, body); n = ts_node_parent(n)) {
+      Kind k = kind_of(n);
+      if (k == Kind::IfStatement || k == Kind::TryStatement || k == Kind::ForStatement || k == Kind::WhileStatement ||
+          k == Kind::ConditionalExpression || k == Kind::FunctionDefinition)
+        return false;
+    }
+    return true;
+  };
   // `stats.total` starts afresh with `stats.total = 0` and with `stats = Stats()`.
   for (std::string_view n = name;; n = n.substr(0, n.rfind('.'))) {
     for (const Binding* b : bindings_of(n, l.function)) {
       if (!loop_contains(loop, b->start)) continue;
       switch (b->kind) {
         case BindingKind::ForTarget:
-        case BindingKind::WithTarget: return true;
+        case BindingKind::WithTarget:
+          if (every(b->statement)) return true;
+          break;
         case BindingKind::Assign:
         case BindingKind::NamedExpr:
-          if (is_null(b->value) || !mentions(element_value(*b), n)) return true;
+          if ((is_null(b->value) || !mentions(element_value(*b), n)) && every(b->statement)) return true;
           break;
         default: break;
       }
     }
     for (const Call& c : calls_) {
       if (c.function == l.function && c.method == "clear" && loop_contains(loop, start_byte(c.node)) &&
-          qualify(c.receiver) == n)
+          qualify(c.receiver) == n && every(c.node))
         return true;
     }
     if (n.rfind('.') == std::string_view::npos) break;

@@ -324,7 +324,11 @@ class Model {
   // A binding inside `loop` that starts `name` afresh: an assignment whose
   // value does not read `name` (`total = 0`, `preds = []`, not `total = total
   // + x`), a for or with target, or `name.clear()`. For `a.b`, a fresh `a`.
-  bool reset_in_loop(std::string_view name, int loop) const;
+  // With `every_iteration`, only a reset that runs on every iteration counts:
+  // one under an `if`, a `try` or an inner loop of the body is periodic
+  // (`if step % 100 == 0: total = 0`), and what it resets still carries
+  // the iterations between two resets.
+  bool reset_in_loop(std::string_view name, int loop, bool every_iteration = false) const;
   // Whether `name` at `use` holds a list: its binding (through augmented
   // assignments) is `[...]`, a list comprehension or `list(...)`.
   bool holds_list(std::string_view name, uint32_t use, int function) const;
