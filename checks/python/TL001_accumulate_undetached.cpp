@@ -35,7 +35,14 @@ class AccumulateUndetached final : public Check {
     std::map<std::pair<std::string, int>, bool> survives;  // (name, loop)
     std::map<std::pair<std::string, int>, Accumulator> accumulators;  // (name, function)
     for (const Binding& b : m.bindings()) {
-      if (b.loop < 0) continue;
+      if (b.loop < 0) {
+        // A method of another object, called once per step: the object's
+        // attribute is the total (`meter.update(loss)` adding into
+        // `self.total`).
+        if (TSNode added = accumulated_value(m, b); !is_null(added) && accumulated_per_step(m, b, added))
+          report(ctx, b, added, Accumulator{});
+        continue;
+      }
       TSNode added = accumulated_value(m, b);
       if (is_null(added) || is_list_concatenation(m, b, added)) continue;
       if (m.grad_state(b.start) != GradState::Enabled) continue;
@@ -78,6 +85,48 @@ class AccumulateUndetached final : public Check {
     if (m.text(left) == target) return right;
     if (op == "+" && m.text(right) == target) return left;
     return TSNode{};
+  }
+
+  // Whether `self.total += v` in a method accumulates across steps: some
+  // call of the method on an instance (`meter.update(loss)`) runs in a loop
+  // that the instance survives as a step over data, and no other method
+  // called on it in that loop starts the attribute afresh. The value is
+  // followed from the arguments of the calls in the file.
+  static bool accumulated_per_step(const Model& m, const Binding& b, TSNode added) {
+    if (b.function < 0 || !b.name.starts_with("self.") || b.kind == BindingKind::SubscriptStore) return false;
+    const Function& f = m.functions()[b.function];
+    if (f.cls < 0 || f.name == "__init__" || is_list_concatenation(m, b, added)) return false;
+    if (m.grad_state(b.start) != GradState::Enabled || m.feeds_backward(b.name, b.function)) return false;
+    bool attached = m.carries_history(added);
+    std::string_view attribute = std::string_view(b.name).substr(5);
+    for (const Call* c : m.call_sites(f)) {
+      TSNode receiver = unparenthesize(c->receiver);
+      if (c->loop < 0 || m.text(receiver) == "self") continue;
+      // What this call adds: `meter.update(loss.detach())` adds no history.
+      Provenance here = m.value_in_call(added, *c).grad;
+      if (here == Provenance::Detached || (here == Provenance::Unknown && !attached)) continue;
+      std::string_view instance = m.text(receiver);
+      if (!survives_step(m, instance, c->loop) || reset_by_method(m, f.cls, attribute, instance, c->loop)) continue;
+      return true;
+    }
+    return false;
+  }
+
+  // Whether the loop calls a method on `instance` that assigns
+  // `self.<attribute>` afresh (`meter.reset()`).
+  static bool reset_by_method(const Model& m, int cls, std::string_view attribute, std::string_view instance,
+                              int loop) {
+    std::string name = "self." + std::string(attribute);
+    for (const Call& c : m.calls()) {
+      if (c.method.empty() || !m.loop_contains(loop, start_byte(c.node)) || m.text(unparenthesize(c.receiver)) != instance)
+        continue;
+      for (int method : m.classes()[static_cast<size_t>(cls)].methods) {
+        if (m.functions()[method].name != c.method) continue;
+        for (const Binding* other : m.bindings_of(name, method))
+          if (other->kind == BindingKind::Assign && !is_null(other->value) && !m.mentions(other->value, name)) return true;
+      }
+    }
+    return false;
   }
 
   // `history += [loss]` or `history += losses` on a list extends it.

@@ -40,6 +40,7 @@ struct Value {
   Device device = Device::Unknown;
   ValueKind kind = ValueKind::Unknown;
   bool scalar = false;  // one element (`.item()`, a full reduction `.sum()`)
+  int cls = -1;         // an instance of this class of the file (`meter = Average()`)
   std::shared_ptr<const ValueParts> parts;
 
   // Whether the value, or something it holds, is on an accelerator.
@@ -283,6 +284,10 @@ class Model {
   // The calls whose call_name is `name`, by index into calls(), in source order.
   const std::vector<int>& calls_named(std::string_view name) const;
 
+  // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class,
+  // `x.f(...)` on an instance of its class (`meter = Average()`).
+  std::vector<const Call*> call_sites(const Function& f) const;
+
   // --- loops ---
   int innermost_loop(uint32_t byte, int function) const;
   bool loop_contains(int loop, uint32_t byte) const;
@@ -347,6 +352,9 @@ class Model {
   // it has one (a helper's tuple position that holds the batch moved to the
   // device has none), else the syntactic provenance.
   bool carries_history(TSNode expr) const;
+  // The value of `expr`, in a function of the file, with the function's
+  // parameters bound to the arguments of `call` (one of its call sites).
+  Value value_in_call(TSNode expr, const Call& call) const;
   // The grad mode a function runs under when no region of its own decides:
   // Disabled when every call site of it in the file runs with grad disabled.
   GradState entry_grad(int function) const;
@@ -383,8 +391,6 @@ class Model {
   Device moved_to(TSNode call, const ValueEnv* env, int depth) const;
   Device device_argument(TSNode arg, const ValueEnv* env, int depth) const;
   bool module_moved_in_place(std::string_view name, int function) const;
-  // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class.
-  std::vector<const Call*> call_sites(const Function& f) const;
   bool used_other_than_called(const Function& f, size_t calls) const;
   Provenance provenance_at(TSNode expr, int depth) const;
   Provenance binding_provenance(const Binding& b, int depth) const;

@@ -93,6 +93,7 @@ Value flat(const Value& v) {
   Value out = v;
   out.parts.reset();
   out.scalar = false;
+  out.cls = -1;
   if (out.kind == ValueKind::Container || out.kind == ValueKind::Module) out.kind = ValueKind::Unknown;
   return out;
 }
@@ -135,6 +136,7 @@ Value join(const Value& a, const Value& b) {
   out.device = join(a.device, b.device);
   out.kind = a.kind == b.kind ? a.kind : ValueKind::Unknown;
   out.scalar = a.scalar && b.scalar;
+  out.cls = a.cls == b.cls ? a.cls : -1;
   if (!a.parts) {
     out.parts = b.parts;
   } else if (!b.parts) {
@@ -215,6 +217,24 @@ Value Value::element() const {
 }
 
 Value Model::value(TSNode expr) const { return value_at(expr, nullptr, 0); }
+
+Value Model::value_in_call(TSNode expr, const Call& call) const {
+  int fn = function_at(start_byte(expr));
+  if (fn < 0) return value(expr);
+  const Function& f = functions_[fn];
+  size_t first = f.cls >= 0 && !function_has_decorator(fn, "staticmethod") ? 1 : 0;
+  ValueEnv env;
+  env.function = &f;
+  env.level = 1;
+  for (size_t i = first; i < f.params.size(); ++i) {
+    TSNode arg = keyword_argument(call, f.params[i]);
+    if (is_null(arg)) arg = positional_argument(call, static_cast<uint32_t>(i - first));
+    if (is_null(arg)) continue;
+    env.params.emplace_back(f.params[i], value(arg));
+    env.arguments.emplace_back(f.params[i], arg);
+  }
+  return value_at(expr, &env, 1);
+}
 
 bool Model::carries_history(TSNode expr) const {
   Provenance engine = value(expr).grad;
@@ -543,8 +563,11 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
   for (int i : found) {
     const Call& c = calls_[i];
     if (method) {
-      if (!c.method.empty() && text(unparenthesize(c.receiver)) == "self" && class_of_function(c.function) == f.cls)
-        out.push_back(&c);
+      if (c.method.empty()) continue;
+      TSNode receiver = unparenthesize(c.receiver);
+      if (text(receiver) == "self" ? class_of_function(c.function) == f.cls
+                                   : kind_of(receiver) == Kind::Identifier && value(receiver).cls == f.cls)
+        out.push_back(&c);  // `self.update(x)` in the class, `meter.update(x)` on an instance
     } else if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier) {
       out.push_back(&c);
     }
@@ -819,7 +842,10 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     if (method == "to" || method == "cuda" || method == "cpu") {
       Device d = moved_to(call, env, depth);
       Value out = receiver.kind == ValueKind::Container ? receiver : same_shape(receiver);
-      if (receiver.kind == ValueKind::Module) out.kind = ValueKind::Module;
+      if (receiver.kind == ValueKind::Module) {
+        out.kind = ValueKind::Module;
+        out.cls = receiver.cls;
+      }
       if (d != Device::Unknown) out.device = d;
       if (d == Device::Host && out.parts) out.parts.reset();
       return out;
@@ -872,9 +898,12 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
   if (kind_of(func) == Kind::Identifier) {
     std::string_view name = text(func);
     if (const Function* f = find_function(name)) return summary(*f, false);
-    if (const Class* k = find_class(name))
-      return facets(Provenance::Detached, Device::Host,
-                    class_is_module(static_cast<int>(k - classes_.data())) ? ValueKind::Module : ValueKind::Other);
+    if (const Class* k = find_class(name)) {
+      int cls = static_cast<int>(k - classes_.data());
+      Value out = facets(Provenance::Detached, Device::Host, class_is_module(cls) ? ValueKind::Module : ValueKind::Other);
+      out.cls = cls;
+      return out;
+    }
     if (c.callee == name) {  // a builtin
       if (one_of(name, kNumberBuiltins))
         return facets(Provenance::Detached, Device::Host, name == "str" || name == "repr" ? ValueKind::Other : ValueKind::Number,
