@@ -14,6 +14,7 @@
 // the C++ check.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <optional>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "checks/python/check.h"
+#include "core/project_index.h"
 #include "checks/size_format.h"
 
 namespace torchleak::python {
@@ -232,7 +234,8 @@ class OversizedLayer final : public Check {
       if (__builtin_mul_overflow(e->parameters, kFp32, &fp32) ||
           __builtin_mul_overflow(fp32, kTrainingCopies, &training))
         continue;
-      if (training <= ctx.config().oversized_layer_bytes) continue;
+      uint64_t threshold = ctx.config().oversized_layer_bytes;
+      if (training <= threshold) continue;
       std::string args;
       for (const std::string& a : e->shown) args += (args.empty() ? "" : ", ") + a;
       Diagnostic d = ctx.diagnostic(
@@ -243,11 +246,44 @@ class OversizedLayer final : public Check {
           "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank "
           "bottleneck, a smaller vocabulary, sparse or hashed embeddings) or shard it across devices",
           size_format::bytes(ctx.config().oversized_layer_bytes));
-      ctx.report(std::move(d));
+      // Gradients and Adam's state exist only for a layer something trains.
+      // Too large in its weights alone, it is a finding whatever the use.
+      if (fp32 > threshold) {
+        ctx.report(std::move(d));
+        continue;
+      }
+      // Else the project must train it: the file trains and the layer sits
+      // outside a class, or the class holding it (or a class holding that
+      // one, through constructions) is built or defined in a file that trains.
+      int method = c.function;
+      while (method >= 0 && m.functions()[method].cls < 0) method = m.functions()[method].parent;
+      if (method < 0) {
+        if (m.trains()) ctx.report(std::move(d));
+        continue;
+      }
+      std::string holder = m.classes()[static_cast<size_t>(m.functions()[method].cls)].name;
+      ctx.defer(std::move(d), [holder](const ProjectIndex& index, Diagnostic&) { return trained(index, holder); });
     }
   }
 
  private:
+  // Whether a file that trains defines or builds `cls`, or a class that
+  // holds it (breadth first over the classes whose methods construct it).
+  static bool trained(const ProjectIndex& index, const std::string& cls) {
+    std::vector<std::string> work{cls};
+    std::vector<std::string> seen{cls};
+    for (size_t i = 0; i < work.size() && i < 64; ++i) {
+      if (!index.find("trained-here", work[i]).empty()) return true;
+      for (const Fact* f : index.find("constructed-by", work[i])) {
+        const std::string& by = f->values.empty() ? std::string() : f->values.front();
+        if (by.empty() || std::find(seen.begin(), seen.end(), by) != seen.end()) continue;
+        seen.push_back(by);
+        work.push_back(by);
+      }
+    }
+    return false;
+  }
+
   static bool has_splat(const Call& c) {
     uint32_t n = is_null(c.args) ? 0 : ts_node_named_child_count(c.args);
     for (uint32_t i = 0; i < n; ++i) {

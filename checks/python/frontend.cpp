@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 
 #include "checks/python/check.h"
+#include "core/project_index.h"
 #include "core/suppression.h"
 
 namespace torchleak::python {
@@ -101,6 +103,32 @@ class PythonFrontend final : public LanguageFrontend {
     ts_parser_delete(parser);
     return ok;
   }
+  // Which classes the project trains: "constructed-by" (a class name, the
+  // class of the file whose methods construct it, or "" for code outside
+  // classes) and "trained-here" (a class defined or constructed in a file
+  // that trains: it builds an optimizer or runs a backward pass).
+  static void training_facts(const Model& model, const std::string& path, FileResult& out) {
+    bool trains = model.trains();
+    std::vector<std::pair<std::string, std::string>> constructed;  // (class, holder)
+    for (const Call& c : model.calls()) {
+      std::string_view name = last_component(c.callee);
+      if (name.empty() || !std::isupper(static_cast<unsigned char>(name.front()))) continue;
+      int cls = c.function >= 0 ? model.class_of_function(c.function) : -1;
+      std::string holder = cls >= 0 ? model.classes()[static_cast<size_t>(cls)].name : std::string();
+      if (holder == name) continue;
+      std::pair<std::string, std::string> entry{std::string(name), std::move(holder)};
+      if (std::find(constructed.begin(), constructed.end(), entry) == constructed.end()) constructed.push_back(entry);
+    }
+    for (const auto& [name, holder] : constructed) out.facts.push_back({"constructed-by", name, path, 0, {holder}});
+    if (!trains) return;
+    std::vector<std::string> trained;
+    for (const auto& c : model.classes()) trained.push_back(c.name);
+    for (const auto& entry : constructed) trained.push_back(entry.first);
+    std::sort(trained.begin(), trained.end());
+    trained.erase(std::unique(trained.begin(), trained.end()), trained.end());
+    for (const std::string& name : trained) out.facts.push_back({"trained-here", name, path, 0, {}});
+  }
+
   void analyze(const SourceFile& file, const Config& config, FileResult& out) const override {
     Model model(file.text, config);
     if (model.has_syntax_errors()) {
@@ -111,6 +139,7 @@ class PythonFrontend final : public LanguageFrontend {
     for (const auto& c : model.classes()) {
       out.facts.push_back({"class", c.name, file.path, ts_node_start_point(c.node).row + 1, c.bases});
     }
+    training_facts(model, file.path, out);
     // Comments that may hold suppressions, for the engine to apply.
     for (TSNode c : model.comments()) {
       if (!may_hold_directive(model.text(c))) continue;

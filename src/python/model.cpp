@@ -1797,6 +1797,14 @@ bool Model::is_loss_function(TSNode expr) const {
   return ends_with(last_component(callee), "Loss");
 }
 
+bool Model::trains() const {
+  for (const Call& c : calls_) {
+    if (starts_with(c.callee, "torch.optim.") && !starts_with(c.callee, "torch.optim.lr_scheduler")) return true;
+    if (is_backward_call(c)) return true;
+  }
+  return false;
+}
+
 bool Model::is_optimizer(TSNode expr) const {
   expr = unparenthesize(expr);
   Kind k = kind_of(expr);

@@ -264,6 +264,8 @@ class Model {
   // The same for a call whose model is already resolved.
   std::vector<TSNode> backward_subjects(const Call& c, const CallModel* model) const;
   bool is_backward_call(const Call& c) const { return !backward_subjects(c).empty(); }
+  // Whether the file trains: it builds a torch optimizer or runs a backward pass.
+  bool trains() const;
   // A backward call that adds into the parameters' .grad (not torch.autograd.grad).
   bool accumulates_grads(const Call& c) const;
   // The optimizer a call steps (`opt.step()`, `scaler.step(opt)`), or null.
