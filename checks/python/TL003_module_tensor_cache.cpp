@@ -231,11 +231,12 @@ class Taint {
 
 // A parameter of forward that holds a tensor which may carry history: not
 // annotated or defaulted as a plain Python value, and not named as one of the
-// integer or boolean tensors a model receives (labels, lengths, masks, indices).
+// integer or boolean tensors a model receives (labels, lengths, masks, indices)
+// or as a device or dtype (`forward(self, layout, device)`).
 bool tensor_input(const Model& m, int fn, const std::string& name) {
   std::string l = lower(name);
   for (std::string_view n : {"mask", "length", "lens", "ids", "idx", "index", "indices", "label", "target", "step",
-                             "epoch", "seq_len"}) {
+                             "epoch", "seq_len", "device", "dtype"}) {
     if (l.find(n) != std::string::npos) return false;
   }
   for (const Binding* b : m.bindings_of(name, fn)) {

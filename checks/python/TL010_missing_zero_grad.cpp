@@ -179,6 +179,7 @@ class MissingZeroGrad final : public Check {
         if (!step) continue;  // try the enclosing loop
         std::vector<std::string> external;
         if (!decided.insert(loop).second) break;
+        if (fresh_parameters(m, *step, loop)) break;
         if (!index) index.emplace(m);
         if (!clears_in_loop(m, *index, loop, external))
           report(ctx, c, *step, loop, std::move(external));
@@ -188,6 +189,37 @@ class MissingZeroGrad final : public Check {
   }
 
  private:
+  // Whether the optimizer that `step` steps is built in the loop, every
+  // iteration, over tensors also made afresh in it (`x = z.detach().clone()`
+  // then `opt = SGD([x])`): each iteration's parameters are new leaves whose
+  // .grad starts empty, and nothing accumulates. An optimizer over the
+  // parameters of a module that outlives the loop still does.
+  static bool fresh_parameters(const Model& m, const Call& step, int loop) {
+    TSNode optimizer = unparenthesize(m.stepped_optimizer(step));
+    if (kind_of(optimizer) != Kind::Identifier) return false;
+    const Binding* b = m.reaching(m.text(optimizer), start_byte(optimizer), step.function);
+    if (!b || b->kind != BindingKind::Assign || b->element >= 0 || !m.loop_contains(loop, b->start)) return false;
+    TSNode built = unparenthesize(b->value);
+    if (kind_of(built) != Kind::Call || !m.qualify(field(built, "function")).starts_with("torch.optim.")) return false;
+    Call construction{};
+    construction.args = field(built, "arguments");
+    TSNode params = m.keyword_argument(construction, "params");
+    if (is_null(params)) params = m.positional_argument(construction, 0);
+    params = unparenthesize(params);
+    if (kind_of(params) != Kind::List && kind_of(params) != Kind::Tuple) return false;
+    uint32_t n = ts_node_named_child_count(params);
+    if (n == 0) return false;
+    for (uint32_t i = 0; i < n; ++i) {
+      TSNode p = unparenthesize(ts_node_named_child(params, i));
+      if (kind_of(p) != Kind::Identifier) return false;
+      const Binding* made = m.reaching(m.text(p), start_byte(p), step.function);
+      if (!made || made->kind != BindingKind::Assign || made->element >= 0 || !m.loop_contains(loop, made->start) ||
+          m.mentions(made->value, m.text(p)))
+        return false;
+    }
+    return true;
+  }
+
   // The first optimizer step() called directly in `loop` (same function).
   static const Call* optimizer_step(const Model& m, int loop) {
     const Loop& l = m.loops()[loop];

@@ -1447,14 +1447,27 @@ bool Model::data_loader_at(TSNode expr, int depth) const {
     case Kind::Attribute: {
       std::string name = qualify(expr);
       if (name.empty()) return false;
+      int fn = function_at(start_byte(expr));
+      const Binding* b = kind_of(expr) == Kind::Attribute ? attribute_binding(name, fn)
+                                                          : reaching(name, start_byte(expr), fn);
+      // The chunks of a tensor, whatever the name says: `face_batches =
+      // torch.split(x, n)`, `x.chunk(k)`. A torch function other than
+      // torch.utils.data's builds tensors, not a loader.
+      if (b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value) &&
+          kind_of(unparenthesize(b->value)) == Kind::Call) {
+        TSNode func = unparenthesize(field(unparenthesize(b->value), "function"));
+        std::string callee = qualify(func);
+        if (starts_with(callee, "torch.") && !starts_with(callee, "torch.utils.data")) return false;
+        if (kind_of(func) == Kind::Attribute &&
+            one_of(text(field(func, "attribute")), std::array<std::string_view, 4>{"split", "chunk", "unbind",
+                                                                                   "tensor_split"}))
+          return false;
+      }
       std::string leaf(last_component(name));
       for (auto& c : leaf) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
       if (ends_with(leaf, "loader") || leaf == "dl" || ends_with(leaf, "_dl") || ends_with(leaf, "dataset") ||
           ends_with(leaf, "batches"))
         return true;
-      int fn = function_at(start_byte(expr));
-      const Binding* b = kind_of(expr) == Kind::Attribute ? attribute_binding(name, fn)
-                                                          : reaching(name, start_byte(expr), fn);
       if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || b->element >= 0)
         return false;
       return data_loader_at(b->value, depth + 1);

@@ -388,6 +388,7 @@ class Model {
   Value module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const;
   std::optional<Value> callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const;
   Value arguments_joined(TSNode args, const ValueEnv* env, int depth) const;
+  std::optional<Value> imported_function_output(const Call& c, TSNode func, const ValueEnv* env, int depth) const;
   Value stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
                     int depth) const;
   Device moved_to(TSNode call, const ValueEnv* env, int depth) const;

@@ -532,6 +532,14 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
         return facets(Provenance::Detached, Device::Accelerator, ValueKind::Unknown);
       }
       if (method && index == 0) return {};
+      // Annotated as a plain Python value: `attention_head_dim: int`.
+      if (TSNode type = field(b.statement, "type"); !is_null(type)) {
+        std::string_view t = text(type);
+        if (t.starts_with("Optional[") && t.ends_with("]")) t = t.substr(9, t.size() - 10);
+        if (t == "int" || t == "float" || t == "bool" || t == "complex")
+          return facets(Provenance::Detached, Device::Host, ValueKind::Number, true);
+        if (t == "str") return facets(Provenance::Detached, Device::Host, ValueKind::Other, true);
+      }
       Value v = parameter_value(f, index, depth + 1);
       if (!is_null(b.value)) v = join(v, value_at(b.value, env, depth + 1));
       return v;
@@ -954,7 +962,37 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
     }
   }
   if (is_module_instance(call)) return facets(Provenance::Detached, Device::Host, ValueKind::Module);
+  if (auto v = imported_function_output(c, func, env, depth)) return *v;
   return {};
+}
+
+// A function imported from another module of the project, called by its
+// name (`get_1d_rotary_pos_embed(dim, max_len, theta)`): its history comes
+// from its arguments. Numbers, strings, booleans and None bring none; a
+// function given nothing else returns a value without history.
+std::optional<Value> Model::imported_function_output(const Call& c, TSNode func, const ValueEnv* env,
+                                                     int depth) const {
+  if (kind_of(func) != Kind::Identifier) return std::nullopt;
+  std::string_view name = text(func);
+  if (name.empty() || !std::islower(static_cast<unsigned char>(name.front()))) return std::nullopt;
+  const Binding* b = reaching(name, start_byte(func), function_at(start_byte(func)));
+  if (!b || b->kind != BindingKind::Import || starts_with(c.callee, "torch.") || starts_with(c.callee, "numpy."))
+    return std::nullopt;
+  Provenance grad = Provenance::Detached;
+  for_each_named_child(c.args, [&](TSNode a) {
+    if (kind_of(a) == Kind::Comment) return;
+    if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+    if (kind_of(a) == Kind::ListSplat || kind_of(a) == Kind::DictionarySplat) {
+      grad = Provenance::Unknown;
+      return;
+    }
+    Value v = value_at(a, env, depth + 1);
+    bool plain = (v.kind == ValueKind::Number || v.kind == ValueKind::None ||
+                  (v.kind == ValueKind::Other && v.scalar)) && v.grad == Provenance::Detached;
+    if (!plain) grad = join(grad, v.grad == Provenance::Detached ? Provenance::Unknown : v.grad);
+  });
+  if (grad != Provenance::Detached) return std::nullopt;
+  return facets(Provenance::Detached, Device::Unknown, ValueKind::Unknown);
 }
 
 namespace {

@@ -1461,6 +1461,23 @@ def train(model, loader, device):
   EXPECT_EQ(p.value("inputs", 1).grad, Provenance::Detached);
 }
 
+TEST(ModelValue, AnnotatedNumbersAndImportedHelpersGivenOnlyNumbers) {
+  Program p(R"(
+from .embeddings import rotary_table, project
+
+def build(dim: int, theta: Optional[float], x):
+    a = rotary_table(dim, 1024, theta, use_real=False)
+    b = rotary_table(dim, x)
+    c = project(x.cuda())
+    return a, b, c
+)");
+  EXPECT_EQ(p.value("dim", 1).kind, ValueKind::Number);
+  EXPECT_EQ(p.value("theta", 1).grad, Provenance::Detached);
+  EXPECT_EQ(p.last("a").grad, Provenance::Detached);
+  EXPECT_NE(p.last("b").grad, Provenance::Detached);  // x may be a tensor with history
+  EXPECT_NE(p.last("c").grad, Provenance::Detached);
+}
+
 TEST(ModelValue, AnIteratorOverBatchesIsNotABatch) {
   Program p(R"(
 import lightning.pytorch as pl

@@ -39,7 +39,9 @@ TEST(TL011, MessageGivesParametersWeightsAndTrainingBytes) {
 TEST(TL011, ThresholdIsExclusive) {
   EXPECT_EQ(findings("import torch.nn as nn\n"
                      "a = nn.Linear(8192, 8192, bias=False)\n"
-                     "b = nn.Linear(8192, 8192)\n"),
+                     "b = nn.Linear(8192, 8192)\n"
+                     "from torch.optim import SGD\n"
+                     "SGD(b.parameters(), lr=0.1)\n"),
             (std::vector<Finding>{{3, 5,
                                    "nn.Linear(8192, 8192): 67.1 M parameters, 256 MiB of fp32 weights, "
                                    "1.00 GiB with gradients and Adam state"}}));
@@ -47,7 +49,8 @@ TEST(TL011, ThresholdIsExclusive) {
 
 TEST(TL011, RecurrentLayersCountEveryLayerAndDirection) {
   EXPECT_EQ(findings("from torch import nn\n"
-                     "rnn = nn.RNN(4096, 4096, 3, bias=False, bidirectional=True)\n"),
+                     "rnn = nn.RNN(4096, 4096, 3, bias=False, bidirectional=True)\n"
+                     "rnn(x)[0].sum().backward()\n"),
             (std::vector<Finding>{{2, 7,
                                    "nn.RNN(4096, 4096, num_layers=3, bias=False, bidirectional=True): 268 M "
                                    "parameters, 1.00 GiB of fp32 weights, 4.00 GiB with gradients and Adam state"}}));
@@ -64,6 +67,11 @@ class Tagger(nn.Module):
         self.conv = nn.Conv2d(width, width, 3)
         self.out = nn.Linear(self.hidden, vocab)
 )";
+
+// The same, with the code that trains it.
+const std::string kTrainedSmallLayers = std::string(kSmallLayers) +
+                                        "\n\nfrom torch.optim import Adam\n"
+                                        "optimizer = Adam(Tagger().parameters())\n";
 
 TEST(TL011, DefaultThresholdLetsSmallLayersPass) { EXPECT_TRUE(findings(kSmallLayers).empty()); }
 
@@ -86,7 +94,16 @@ TEST(TL011, ConfiguredThresholdAndSmallerUnits) {
 
 // Between the two: 576 MiB is over a 512 MiB threshold, 84.1 MiB is not.
 TEST(TL011, ThresholdBetweenTwoLayers) {
-  auto f = findings(kSmallLayers, uint64_t{512} << 20);
+  auto f = findings(kTrainedSmallLayers, uint64_t{512} << 20);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(std::get<0>(f[0]), 9u);
+}
+
+// Nothing trains the Tagger: its layers are judged by their fp32 weights,
+// and the convolution's 144 MiB is under 512 MiB; over 128 MiB it is not.
+TEST(TL011, WeightsAloneWhenNothingTrains) {
+  EXPECT_TRUE(findings(kSmallLayers, uint64_t{512} << 20).empty());
+  auto f = findings(kSmallLayers, uint64_t{128} << 20);
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(std::get<0>(f[0]), 9u);
 }
