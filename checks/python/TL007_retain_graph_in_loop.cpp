@@ -72,14 +72,22 @@ class RetainGraphInLoop final : public Check {
     const Model& m = ctx.model();
     std::unordered_set<std::string> releasing = releasing_functions(m);
     for (const Call& c : m.calls()) {
-      if (c.loop < 0 || !m.is_backward_call(c)) continue;
+      if (!m.is_backward_call(c)) continue;
       TSNode retain = retain_argument(m, c);
       if (kind_of(unparenthesize(retain)) != Kind::True) continue;
       TSNode create = unparenthesize(create_argument(m, c));
       if (!is_null(create) && kind_of(create) != Kind::False) continue;
       int loop = m.innermost_loop(start_byte(c.node), c.function);
-      if (loop < 0 || m.loops()[loop].function != c.function || !m.is_step_loop(loop)) continue;
-      if (released_later(m, c, loop, releasing)) continue;
+      if (loop >= 0 && m.loops()[loop].function == c.function) {
+        if (!m.is_step_loop(loop) || released_later(m, c, m.loops()[loop].start, m.loops()[loop].end, releasing))
+          continue;
+      } else {
+        // No loop of its own: a step function or a framework's per-step
+        // hook, called once per step; the rest of its body is the step.
+        if (c.function < 0 || !m.runs_per_step(c.function)) continue;
+        const Function& f = m.functions()[c.function];
+        if (released_later(m, c, start_byte(f.body), end_byte(f.body), releasing)) continue;
+      }
       report(ctx, c, retain);
     }
   }
@@ -94,11 +102,13 @@ class RetainGraphInLoop final : public Check {
     return out;
   }
 
-  static bool released_later(const Model& m, const Call& c, int loop, const std::unordered_set<std::string>& releasing) {
-    const Loop& l = m.loops()[loop];
+  // Whether a backward pass runs after `c` in [start, end), directly or
+  // through a function of the file that releases its graph.
+  static bool released_later(const Model& m, const Call& c, uint32_t start, uint32_t end,
+                             const std::unordered_set<std::string>& releasing) {
     for (const Call& other : m.calls()) {
       uint32_t at = start_byte(other.node);
-      if (at <= start_byte(c.node) || at < l.start || at >= l.end) continue;
+      if (at <= start_byte(c.node) || at < start || at >= end) continue;
       // A later pass that retains too is the one reported: one finding per step.
       if (m.is_backward_call(other)) return true;
       std::string_view name = other.method.empty() ? std::string_view(other.callee) : std::string_view(other.method);

@@ -1476,6 +1476,19 @@ bool Model::data_loader_at(TSNode expr, int depth) const {
   }
 }
 
+bool Model::runs_per_step(int function) const {
+  if (function < 0) return false;
+  const Function& f = functions_[function];
+  if (f.hook && (f.hook->role == HookRole::TrainingStep || f.hook->role == HookRole::PerStep)) return true;
+  for (const Call& c : calls_)
+    if (c.function == function && c.loop < 0 && !is_null(stepped_optimizer(c))) return true;
+  for (const Call* c : call_sites(f)) {
+    int loop = innermost_loop(start_byte(c->node), c->function);
+    if (loop >= 0 && is_step_loop(loop)) return true;
+  }
+  return false;
+}
+
 bool Model::is_step_loop(int loop) const {
   if (loop < 0) return false;
   const Loop& l = loops_[loop];

@@ -300,6 +300,11 @@ class Model {
   // optimizer's step(). Loops over layers, heads, time steps or micro-batches
   // are not step loops.
   bool is_step_loop(int loop) const;
+  // Whether one call of `function` is one training step, with no loop of its
+  // own: a framework's training-step or per-step hook (Lightning's
+  // training_step, its backward hook), a function that steps an optimizer
+  // itself, or one that a step loop of the file calls.
+  bool runs_per_step(int function) const;
   // Whether `expr` iterates a data loader: a DataLoader(...) or a name like
   // `loader`, `val_dataloader`, `train_dl`, `dataset`, `batches`, also through
   // enumerate(), tqdm(), zip(), iter(), islice() and bindings.
