@@ -272,10 +272,19 @@ class EvalWithoutNoGrad final : public Check {
       if (m.grad_state(start_byte(call.node)) != GradState::Enabled) continue;
       if (grad_decided_around(m, call.node, fn)) continue;
       int loop = loop_to_wrap(m, call);
+      // A loop over items that are not batches of a data loader (a test
+      // set's files, one pair per iteration) runs the model per item too;
+      // it counts after an eval() call.
+      bool per_item = false;
+      if (loop < 0 && call.loop >= 0 && m.loops()[call.loop].function == fn && over_items(m, call.loop)) {
+        loop = call.loop;
+        per_item = true;
+      }
       if (loop < 0 || reported_loops.count(loop)) continue;
       std::string reason;
       bool by_mode_call = false;
       if (!evaluation_context(m, fn, loop, reason, by_mode_call)) continue;
+      if (per_item && (!by_mode_call || loop_needs_gradients(m, loop))) continue;
       // Beside a training loop, only the loop that follows an eval() call
       // and needs no gradients itself is an evaluation loop.
       if (candidate == 2 && (!by_mode_call || !m.is_step_loop(loop) || loop_needs_gradients(m, loop) ||
@@ -452,6 +461,24 @@ class EvalWithoutNoGrad final : public Check {
   // The loop the fix wraps: the innermost one around the call that iterates a
   // data loader, else the outermost step loop around it; -1 when no loop
   // around the call is a loop over data.
+  // A for loop whose iterations run a module on an item of their own, over
+  // something other than a literal display or a range of literal bounds.
+  static bool over_items(const Model& m, int loop) {
+    const Loop& l = m.loops()[loop];
+    if (l.kind != LoopKind::For) return false;
+    TSNode iterable = unparenthesize(field(l.node, "right"));
+    Kind k = kind_of(iterable);
+    if (k == Kind::List || k == Kind::Tuple || k == Kind::Set || k == Kind::Dictionary) return false;
+    if (k == Kind::Call && m.qualify(field(iterable, "function")) == "range") {
+      TSNode args = field(iterable, "arguments");
+      bool literal = ts_node_named_child_count(args) > 0;
+      for (uint32_t i = 0; i < ts_node_named_child_count(args); ++i)
+        if (kind_of(unparenthesize(ts_node_named_child(args, i))) != Kind::Integer) literal = false;
+      if (literal) return false;
+    }
+    return m.runs_module_per_item(loop);
+  }
+
   static int loop_to_wrap(const Model& m, const Call& call) {
     std::vector<int> loops = m.enclosing_loops(start_byte(call.node), call.function);
     for (int l : loops) {

@@ -223,21 +223,7 @@ class DeviceTensorsCollected final : public Check {
     if (range && literal_arguments(field(iterable, "arguments"))) return false;
     if (m.is_step_loop(loop)) return true;
     if (!range) return false;
-    // Calls are in source order: only those from the loop's start on are read.
-    const auto& calls = m.calls();
-    auto first = std::lower_bound(calls.begin(), calls.end(), l.start,
-                                  [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
-    // A loop whose modules run on the previous iteration's output (decoding
-    // token by token, denoising a latent step by step) is a recurrence.
-    bool runs_module = false;
-    for (auto it = first; it != calls.end() && start_byte(it->node) < l.end; ++it) {
-      const Call& c = *it;
-      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
-      if (m.value(c.func).kind != ValueKind::Module) continue;
-      if (carried_input(m, c, loop)) return false;
-      if (!bound_in_loop(m, c.func, loop)) runs_module = true;
-    }
-    return runs_module;
+    return m.runs_module_per_item(loop);
   }
 
   static bool literal_arguments(TSNode args) {
@@ -248,52 +234,6 @@ class DeviceTensorsCollected final : public Check {
       if (kind_of(a) != Kind::Integer) return false;
     }
     return n > 0;
-  }
-
-  // Whether the call reads a name the loop rebinds, or grows in place
-  // (`sequence.append(next_embedding)`), after it: the module's input is the
-  // previous iteration's output.
-  static bool carried_input(const Model& m, const Call& c, int loop) {
-    bool carried = false;
-    std::vector<TSNode> work{c.args};
-    while (!work.empty() && !carried) {
-      TSNode n = work.back();
-      work.pop_back();
-      if (kind_of(n) == Kind::Identifier) {
-        for (const Binding* b : m.bindings_of(m.text(n), c.function)) {
-          if (b->kind == BindingKind::Parameter || b->kind == BindingKind::Import) continue;
-          if (m.loop_contains(loop, b->start) && b->start > start_byte(c.node)) carried = true;
-        }
-        if (!carried) carried = grown_after(m, m.text(n), c, loop);
-        continue;
-      }
-      for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
-    }
-    return carried;
-  }
-
-  // Whether `name.append(...)` (extend, insert) runs in `loop` after `c`.
-  static bool grown_after(const Model& m, std::string_view name, const Call& c, int loop) {
-    const Loop& l = m.loops()[loop];
-    const auto& calls = m.calls();
-    auto it = std::upper_bound(calls.begin(), calls.end(), start_byte(c.node),
-                               [](uint32_t at, const Call& x) { return at < start_byte(x.node); });
-    for (; it != calls.end() && start_byte(it->node) < l.end; ++it) {
-      if (it->function != c.function || is_null(it->receiver)) continue;
-      if (it->method != "append" && it->method != "extend" && it->method != "insert") continue;
-      if (m.text(unparenthesize(it->receiver)) == name && m.loop_contains(loop, start_byte(it->node))) return true;
-    }
-    return false;
-  }
-
-  // Whether the name at the root of `expr` is bound inside `loop`.
-  static bool bound_in_loop(const Model& m, TSNode expr, int loop) {
-    expr = unparenthesize(expr);
-    while (kind_of(expr) == Kind::Attribute || kind_of(expr) == Kind::Subscript)
-      expr = unparenthesize(field(expr, kind_of(expr) == Kind::Attribute ? FieldName("object") : FieldName("value")));
-    if (kind_of(expr) != Kind::Identifier || m.text(expr) == "self") return false;
-    const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.loops()[loop].function);
-    return b && m.loop_contains(loop, b->start);
   }
 
   // `evaluation` keeps each loop's answer (-1 not asked yet): the stores of

@@ -305,6 +305,12 @@ class Model {
   // training_step, its backward hook), a function that steps an optimizer
   // itself, or one that a step loop of the file calls.
   bool runs_per_step(int function) const;
+  // Whether each iteration of `loop` runs a module of the enclosing scope on
+  // an input of its own (a name bound in the loop), none of them on the
+  // previous iteration's output: a pass of a model over items (a dataset's
+  // files, `for _ in range(n)` batches). Loops over modules and recurrences
+  // (decoding token by token, denoising step by step) are not.
+  bool runs_module_per_item(int loop) const;
   // Whether `expr` iterates a data loader: a DataLoader(...) or a name like
   // `loader`, `val_dataloader`, `train_dl`, `dataset`, `batches`, also through
   // enumerate(), tqdm(), zip(), iter(), islice() and bindings.

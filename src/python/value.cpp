@@ -1104,4 +1104,70 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
   return it != counts.end() && it->second > calls;
 }
 
+// ---------------------------------------------------------------------------
+// Loops that run a model over items.
+
+bool Model::runs_module_per_item(int loop) const {
+  if (loop < 0) return false;
+  const Loop& l = loops_[loop];
+  // Whether the name at the root of `expr` is bound inside the loop.
+  auto bound_in_loop = [&](TSNode expr) {
+    expr = unparenthesize(expr);
+    while (kind_of(expr) == Kind::Attribute || kind_of(expr) == Kind::Subscript)
+      expr = unparenthesize(field(expr, kind_of(expr) == Kind::Attribute ? FieldName("object") : FieldName("value")));
+    if (kind_of(expr) != Kind::Identifier || text(expr) == "self") return false;
+    const Binding* b = reaching(text(expr), start_byte(expr), l.function);
+    return b && loop_contains(loop, b->start);
+  };
+  // Whether `name.append(...)` (extend, insert) runs in the loop after `c`.
+  auto grown_after = [&](std::string_view name, const Call& c) {
+    auto it = std::upper_bound(calls_.begin(), calls_.end(), start_byte(c.node),
+                               [](uint32_t at, const Call& x) { return at < start_byte(x.node); });
+    for (; it != calls_.end() && start_byte(it->node) < l.end; ++it) {
+      if (it->function != c.function || is_null(it->receiver)) continue;
+      if (it->method != "append" && it->method != "extend" && it->method != "insert") continue;
+      if (text(unparenthesize(it->receiver)) == name && loop_contains(loop, start_byte(it->node))) return true;
+    }
+    return false;
+  };
+  // The names the call reads: whether one is rebound (or grown in place)
+  // later in the loop, the previous iteration's output fed back, and
+  // whether one is bound in the loop before it, an input of this iteration.
+  auto inputs = [&](const Call& c, bool& carried, bool& fresh) {
+    std::vector<TSNode> work{c.args};
+    while (!work.empty() && !carried) {
+      TSNode n = work.back();
+      work.pop_back();
+      if (kind_of(n) == Kind::Identifier) {
+        for (const Binding* b : bindings_of(text(n), c.function)) {
+          if (b->kind == BindingKind::Parameter || b->kind == BindingKind::Import || !loop_contains(loop, b->start))
+            continue;
+          // `token = model(token)`: the binding that holds the call comes after it.
+          if (b->start > start_byte(c.node) || ((b->kind == BindingKind::Assign || b->kind == BindingKind::AugAssign) && b->end >= end_byte(c.node)))
+            carried = true;
+          else
+            fresh = true;
+        }
+        if (!carried) carried = grown_after(text(n), c);
+        continue;
+      }
+      for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
+    }
+  };
+  // Calls are in source order: only those from the loop's start on are read.
+  auto first = std::lower_bound(calls_.begin(), calls_.end(), l.start,
+                                [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+  bool runs = false;
+  for (auto it = first; it != calls_.end() && start_byte(it->node) < l.end; ++it) {
+    const Call& c = *it;
+    if (c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
+    if (value(c.func).kind != ValueKind::Module) continue;
+    bool carried = false, fresh = false;
+    inputs(c, carried, fresh);
+    if (carried) return false;  // a recurrence: decoding, denoising
+    if (fresh && !bound_in_loop(c.func)) runs = true;  // not a loop over modules
+  }
+  return runs;
+}
+
 }  // namespace torchleak::python
