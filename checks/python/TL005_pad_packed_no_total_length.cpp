@@ -113,6 +113,12 @@ InstanceClass class_of_instance(const Model& m, TSNode expr, int fn, int depth) 
     }
     case Kind::Identifier: {
       const Binding* b = m.reaching(m.text(expr), start_byte(expr), fn);
+      // A parameter: the value engine follows the arguments of its calls
+      // (`Trainer(AcousticModel())` reaches `model` in Trainer.__init__).
+      if (b && b->kind == BindingKind::Parameter) {
+        int cls = m.value(expr).cls;
+        if (cls >= 0) return {m.classes()[static_cast<size_t>(cls)].name, "."};
+      }
       if (!b || b->kind != BindingKind::Assign || b->element >= 0) return {};
       return class_of_instance(m, b->value, b->function, depth + 1);
     }

@@ -567,6 +567,16 @@ const std::vector<int>& Model::calls_named(std::string_view name) const {
 std::vector<const Call*> Model::call_sites(const Function& f) const {
   std::vector<const Call*> out;
   bool method = f.cls >= 0;
+  if (method && f.name == "__init__") {
+    // A constructor's calls are the calls of its class: `Trainer(model)`.
+    const std::string& cls = classes_[static_cast<size_t>(f.cls)].name;
+    for (int i : calls_named(cls)) {
+      const Call& c = calls_[i];
+      if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier && find_class(cls) == &classes_[f.cls])
+        out.push_back(&c);
+    }
+    return out;
+  }
   const std::vector<int>& found = calls_named(f.name);
   for (int i : found) {
     const Call& c = calls_[i];
