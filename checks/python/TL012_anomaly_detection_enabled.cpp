@@ -1,5 +1,7 @@
 // TL012 anomaly-detection-enabled: set_detect_anomaly(True) left on, or a
 // detect_anomaly() block around a loop over batches.
+#include <fmt/format.h>
+
 #include <filesystem>
 
 #include "checks/python/check.h"
@@ -40,15 +42,21 @@ class AnomalyDetectionEnabled final : public Check {
     if (is_test_file(ctx.path())) return;
     const Model& m = ctx.model();
     for (const Call& c : m.calls()) {
-      bool setter = c.callee == "torch.autograd.set_detect_anomaly" ||
-                    c.callee == "torch.autograd.anomaly_mode.set_detect_anomaly";
-      bool context = c.callee == "torch.autograd.detect_anomaly" ||
-                     c.callee == "torch.autograd.anomaly_mode.detect_anomaly";
+      // What switches it on comes from the library models: a setter
+      // (`set_detect_anomaly(True)`, `Trainer(detect_anomaly=True)`) or a
+      // context manager (`with detect_anomaly():`).
+      const CallModel* model = c.callee.find("anomaly") != std::string::npos || c.callee.ends_with("Trainer")
+                                   ? m.call_model(c)
+                                   : nullptr;
+      if (!model) continue;
+      bool setter = model->anomaly_detection.has_value();
+      bool context = model->anomaly_detection_block;
       if (!setter && !context) continue;
+      std::string keyword;
       if (setter) {
-        TSNode mode = m.positional_argument(c, 0);
-        if (is_null(mode)) mode = m.keyword_argument(c, "mode");
+        TSNode mode = m.operand(c, *model->anomaly_detection);
         if (kind_of(mode) != Kind::True) continue;
+        if (model->anomaly_detection->index == Operand::kKeywordOnly) keyword = model->anomaly_detection->keyword;
       }
       TSNode with_stmt = enclosing_with(c.node);
       if (context && is_null(with_stmt)) continue;  // detect_anomaly() outside `with` does nothing
@@ -56,14 +64,13 @@ class AnomalyDetectionEnabled final : public Check {
       if (!is_null(with_stmt)) {
         if (!contains_step_loop(m, with_stmt)) continue;
       }
-      Diagnostic d = ctx.diagnostic(
-          c.node, !is_null(with_stmt)
-                      ? "anomaly detection is on for a whole training loop: autograd keeps a traceback for "
-                        "every graph node and checks every backward result, which slows training several times over"
-                      : "`set_detect_anomaly(True)` turns anomaly detection on for the rest of the run: autograd "
-                        "keeps a traceback for every graph node and checks every backward result, which slows "
-                        "training several times over");
-      d.help = "enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`";
+      std::string what = !is_null(with_stmt) ? "anomaly detection is on for a whole training loop"
+                         : keyword.empty()      ? "`set_detect_anomaly(True)` turns anomaly detection on for the rest of the run"
+                                                : fmt::format("`{}=True` runs the whole training under anomaly detection", keyword);
+      Diagnostic d = ctx.diagnostic(c.node, what + ": autograd keeps a traceback for every graph node and checks every "
+                                                   "backward result, which slows training several times over");
+      d.help = keyword.empty() ? "enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`"
+                               : fmt::format("enable it only while debugging: `{}=args.debug`", keyword);
       ctx.report(std::move(d));
     }
   }

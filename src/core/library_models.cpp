@@ -97,6 +97,11 @@ class ModelFileReader {
     if (s == "self") return Operand{};
     Operand o;
     o.kind = Operand::Kind::Argument;
+    if (s.size() > 2 && s.substr(0, 2) == "*|") {  // keyword-only: `*|detect_anomaly`
+      o.index = Operand::kKeywordOnly;
+      o.keyword = s.substr(2);
+      return o;
+    }
     std::string_view rest(s);
     size_t bar = rest.find('|');
     if (bar != std::string_view::npos) {
@@ -106,7 +111,7 @@ class ModelFileReader {
     bool ok = rest.size() > 3 && rest.substr(0, 3) == "arg" && (bar == std::string_view::npos || !o.keyword.empty());
     for (char c : rest.substr(std::min<size_t>(3, rest.size())))
       ok = ok && c >= '0' && c <= '9';
-    if (!ok) fail(n, where, fmt::format("must be self, argN or argN|keyword, not '{}'", s));
+    if (!ok) fail(n, where, fmt::format("must be self, argN, argN|keyword or *|keyword, not '{}'", s));
     o.index = static_cast<uint32_t>(std::stoul(std::string(rest.substr(3))));
     return o;
   }
@@ -159,7 +164,10 @@ class ModelFileReader {
           else if (ekey == "step") m.steps = operand(en, eat);
           else if (ekey == "clear-grads") m.clears_grads = operand(en, eat);
           else if (ekey == "release-cache") m.releases_cache = boolean(en, eat);
-          else if (ekey == "anomaly-detection") m.anomaly_detection = operand(en, eat);
+          else if (ekey == "anomaly-detection") {
+            if (en.is_string() && en.value_or(std::string()) == "with-block") m.anomaly_detection_block = true;
+            else m.anomaly_detection = operand(en, eat);
+          }
           else if (ekey == "in-place") m.in_place = boolean(en, eat);
           else if (ekey == "accumulates-grads") m.accumulates_grads = boolean(en, eat);
           else unknown(ek, at, "backward, accumulates-grads, step, clear-grads, release-cache, anomaly-detection, "

@@ -69,6 +69,7 @@ enum class HookRole : uint8_t {
 // (`arg0`), or that argument also passed by keyword (`arg0|loss`).
 struct Operand {
   enum class Kind : uint8_t { Self, Argument } kind = Kind::Self;
+  static constexpr uint32_t kKeywordOnly = UINT32_MAX;  // `*|name`: no position
   uint32_t index = 0;
   std::string keyword;
   bool operator==(const Operand&) const = default;
@@ -88,6 +89,7 @@ struct CallModel {
   std::optional<Operand> clears_grads;       // clears the gradients of this module or optimizer
   bool releases_cache = false;               // torch.cuda.empty_cache()
   std::optional<Operand> anomaly_detection;  // switches anomaly detection on when this operand is true
+  bool anomaly_detection_block = false;       // ... on inside its with block (`detect_anomaly()`)
   bool in_place = false;                     // updates its receiver in place (add_, copy_)
   // A test of the machine or the process (`torch.cuda.is_available()`): the
   // same on every step of a run, and true on the runs the rules are about.

@@ -104,6 +104,12 @@ TEST(LibraryModels, Hooks) {
   EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "forward"), nullptr);
   EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "validation_step")->batch_iterator, "dataloader_iter");
   EXPECT_EQ(m.hook("lightning.pytorch.LightningModule", "training_step")->batch_iterator, "dataloader_iter");
+  const CallModel* trainer = m.call("lightning.pytorch.Trainer");
+  ASSERT_NE(trainer, nullptr);
+  ASSERT_TRUE(trainer->anomaly_detection.has_value());
+  EXPECT_EQ(trainer->anomaly_detection->index, Operand::kKeywordOnly);
+  EXPECT_EQ(trainer->anomaly_detection->keyword, "detect_anomaly");
+  EXPECT_TRUE(m.call("torch.autograd.detect_anomaly")->anomaly_detection_block);
   EXPECT_TRUE(m.has_hooks("transformers.Trainer"));
   EXPECT_FALSE(m.has_hooks("torch.nn.Module"));
 }
@@ -152,7 +158,7 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
   EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
             "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),
-            "inhouse.toml:3:24: calls[0].effects.backward: must be self, argN or argN|keyword, not 'argument0'");
+            "inhouse.toml:3:24: calls[0].effects.backward: must be self, argN, argN|keyword or *|keyword, not 'argument0'");
   EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\n"),
             "inhouse.toml:1:1: hooks[0]: says nothing: give a `role` or a `grad-mode`");
   EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\nrole = \"per-step\"\n"
