@@ -470,10 +470,18 @@ class EvalWithoutNoGrad final : public Check {
     Kind k = kind_of(iterable);
     if (k == Kind::List || k == Kind::Tuple || k == Kind::Set || k == Kind::Dictionary) return false;
     if (k == Kind::Call && m.qualify(field(iterable, "function")) == "range") {
+      // A count of literal bounds (`range(100)`, or `n = 100` then
+      // `range(n)`): a fixed number of iterations, whatever the data.
       TSNode args = field(iterable, "arguments");
       bool literal = ts_node_named_child_count(args) > 0;
-      for (uint32_t i = 0; i < ts_node_named_child_count(args); ++i)
-        if (kind_of(unparenthesize(ts_node_named_child(args, i))) != Kind::Integer) literal = false;
+      for (uint32_t i = 0; i < ts_node_named_child_count(args); ++i) {
+        TSNode a = unparenthesize(ts_node_named_child(args, i));
+        if (kind_of(a) == Kind::Identifier) {
+          const Binding* b = m.reaching(m.text(a), start_byte(a), l.function);
+          if (b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) a = unparenthesize(b->value);
+        }
+        if (kind_of(a) != Kind::Integer) literal = false;
+      }
       if (literal) return false;
     }
     return m.runs_module_per_item(loop);

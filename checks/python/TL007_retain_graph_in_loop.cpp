@@ -87,6 +87,10 @@ class RetainGraphInLoop final : public Check {
         if (c.function < 0 || !m.runs_per_step(c.function)) continue;
         const Function& f = m.functions()[c.function];
         if (released_later(m, c, start_byte(f.body), end_byte(f.body), releasing)) continue;
+        // A helper whose caller runs a backward pass later in the same
+        // iteration (`grad_layer_wrt_loss(loss, w)`, then
+        // `accelerator.backward(loss)`) retains for that pass.
+        if (released_after_a_call(m, f, releasing)) continue;
       }
       report(ctx, c, retain);
     }
@@ -100,6 +104,20 @@ class RetainGraphInLoop final : public Check {
     for (const Call& c : m.calls())
       if (m.is_backward_call(c) && c.function >= 0 && !retains(m, c)) out.insert(m.functions()[c.function].name);
     return out;
+  }
+
+  static bool released_after_a_call(const Model& m, const Function& f, const std::unordered_set<std::string>& releasing) {
+    for (const Call* site : m.call_sites(f)) {
+      int loop = m.innermost_loop(start_byte(site->node), site->function);
+      uint32_t start = loop >= 0 ? m.loops()[loop].start : 0;
+      uint32_t end = loop >= 0 ? m.loops()[loop].end : 0;
+      if (loop < 0 && site->function >= 0) {
+        start = start_byte(m.functions()[site->function].body);
+        end = end_byte(m.functions()[site->function].body);
+      }
+      if (end > start && released_later(m, *site, start, end, releasing)) return true;
+    }
+    return false;
   }
 
   // Whether a backward pass runs after `c` in [start, end), directly or
