@@ -52,10 +52,12 @@ class AppendUndetached final : public Check {
     for (const Store& s : stores) {
       if (s.loop < 0 || s.container.empty()) continue;
       if (s.copies && m.grad_state(s.at) != GradState::Enabled) continue;
+      // The container's fate first: it is asked of names, the value engine
+      // of expressions.
+      if (!survives_step(m, s.container, s.loop)) continue;
       std::vector<TSNode> leaves;
       attached_leaves(m, s.value, s.skip, leaves);
       if (leaves.empty()) continue;
-      if (!survives_step(m, s.container, s.loop)) continue;
       if (m.feeds_backward(s.container, s.function)) continue;
       report(ctx, s, leaves);
     }

@@ -255,6 +255,7 @@ class EvalWithoutNoGrad final : public Check {
     const Model& m = ctx.model();
     if (file_freezes_autograd(m)) return;
     std::set<int> reported_loops;
+    std::unordered_map<int, bool> item_loops;  // loop -> over_items, asked once
     std::vector<int> checked_functions(m.functions().size() + 1, -1);  // index fn + 1: 1 candidate, 0 not
     std::vector<char> may_evaluate;  // index fn + 1, filled on the first call in a loop
     for (const Call& call : m.calls()) {
@@ -276,9 +277,13 @@ class EvalWithoutNoGrad final : public Check {
       // set's files, one pair per iteration) runs the model per item too;
       // it counts after an eval() call.
       bool per_item = false;
-      if (loop < 0 && call.loop >= 0 && m.loops()[call.loop].function == fn && over_items(m, call.loop)) {
-        loop = call.loop;
-        per_item = true;
+      if (loop < 0 && call.loop >= 0 && m.loops()[call.loop].function == fn) {
+        auto [it, fresh] = item_loops.try_emplace(call.loop, false);
+        if (fresh) it->second = over_items(m, call.loop);
+        if (it->second) {
+          loop = call.loop;
+          per_item = true;
+        }
       }
       if (loop < 0 || reported_loops.count(loop)) continue;
       std::string reason;

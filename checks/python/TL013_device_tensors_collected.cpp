@@ -77,7 +77,7 @@ class DeviceTensorsCollected final : public Check {
         auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
         if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
         if (!it->second) continue;
-        if (bounded_in_loop(m, s) || consumed_in_loop(m, s) || read_by_training_loop(m, s)) continue;
+        if (bounded_in_loop(m, s) || consumed_in_loop(m, s)) continue;
       }
       if (s.subscript && !insertion(m, s.container_node, s.at, s.function)) continue;
       std::vector<TSNode> leaves;
@@ -91,6 +91,7 @@ class DeviceTensorsCollected final : public Check {
           }))
         continue;
       if (leaves.empty()) continue;
+      if (s.loop >= 0 && read_by_training_loop(m, s)) continue;
       report(ctx, s, leaves);
     }
   }
