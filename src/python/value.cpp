@@ -149,10 +149,12 @@ Value join(const Value& a, const Value& b) {
       for (size_t i = 0; i < pa.items.size(); ++i) parts->items.push_back(join(pa.items[i], pb.items[i]));
     }
     parts->fields = pa.fields;
-    for (const auto& [name, v] : pb.fields) {
-      auto it = std::find_if(parts->fields.begin(), parts->fields.end(), [&](const auto& f) { return f.first == name; });
-      if (it == parts->fields.end()) parts->fields.emplace_back(name, v);
-      else it->second = join(it->second, v);
+    for (const auto& entry : pb.fields) {
+      // (not a structured binding: clang 14 cannot capture one in a lambda)
+      auto it = std::find_if(parts->fields.begin(), parts->fields.end(),
+                             [&](const auto& f) { return f.first == entry.first; });
+      if (it == parts->fields.end()) parts->fields.push_back(entry);
+      else it->second = join(it->second, entry.second);
     }
     if (pa.element && pb.element) parts->element = join(*pa.element, *pb.element);
     else parts->element = pa.element ? pa.element : pb.element;
