@@ -509,13 +509,13 @@ class ModuleTensorCache final : public Check {
     const Function& f = m.functions()[fn];
     if (b.kind != BindingKind::Assign || b.loop >= 0 || f.cls < 0 || f.name == "forward" || f.name == "__init__")
       return false;
-    if (m.mentions(b.value, b.name) || !unconditional(b.statement, f.body)) return false;
+    if (m.mentions(b.value, b.name) || !unconditional_within(b.statement, f.body)) return false;
     std::vector<int> during{fn};  // the callers, then the methods they call
     for (int index : m.calls_named(f.name)) {
       const Call& c = m.calls()[static_cast<size_t>(index)];
       if (c.function < 0 || !is_self(m, c.function, unparenthesize(c.receiver))) return false;
       const Function& caller = m.functions()[c.function];
-      if (caller.cls != f.cls || c.loop >= 0 || !unconditional(c.node, caller.body)) return false;
+      if (caller.cls != f.cls || c.loop >= 0 || !unconditional_within(c.node, caller.body)) return false;
       if (read_before(m, b.name, c.function, start_byte(c.node))) return false;
       if (std::find(during.begin(), during.end(), c.function) == during.end()) during.push_back(c.function);
     }
@@ -535,25 +535,6 @@ class ModuleTensorCache final : public Check {
           m.qualify(parent) != b.name)
         continue;
       if (std::find(during.begin(), during.end(), r.function) == during.end()) return false;
-    }
-    return true;
-  }
-
-  // Whether `node` runs whenever `body` does: no branch, loop, try or
-  // nested function between them.
-  static bool unconditional(TSNode node, TSNode body) {
-    for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, body); n = ts_node_parent(n)) {
-      switch (kind_of(n)) {
-        case Kind::IfStatement:
-        case Kind::ConditionalExpression:
-        case Kind::ForStatement:
-        case Kind::WhileStatement:
-        case Kind::TryStatement:
-        case Kind::FunctionDefinition:
-        case Kind::BooleanOperator:
-          return false;
-        default: break;
-      }
     }
     return true;
   }

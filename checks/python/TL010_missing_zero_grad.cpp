@@ -200,7 +200,7 @@ class MissingZeroGrad final : public Check {
     const Binding* b = m.reaching(m.text(optimizer), start_byte(optimizer), step.function);
     if (!b || b->kind != BindingKind::Assign || b->element >= 0 || !m.loop_contains(loop, b->start)) return false;
     TSNode built = unparenthesize(b->value);
-    if (kind_of(built) != Kind::Call || !m.qualify(field(built, "function")).starts_with("torch.optim.")) return false;
+    if (kind_of(built) != Kind::Call || !is_torch_optimizer_class(m.qualify(field(built, "function")))) return false;
     Call construction{};
     construction.args = field(built, "arguments");
     TSNode params = m.keyword_argument(construction, "params");

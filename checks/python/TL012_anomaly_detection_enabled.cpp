@@ -45,9 +45,8 @@ class AnomalyDetectionEnabled final : public Check {
       // What switches it on comes from the library models: a setter
       // (`set_detect_anomaly(True)`, `Trainer(detect_anomaly=True)`) or a
       // context manager (`with detect_anomaly():`).
-      const CallModel* model = c.callee.find("anomaly") != std::string::npos || c.callee.ends_with("Trainer")
-                                   ? m.call_model(c)
-                                   : nullptr;
+      const CallModel* model =
+          m.library().may_switch_anomaly_detection(call_name(c)) ? m.call_model(c) : nullptr;
       if (!model) continue;
       bool setter = model->anomaly_detection.has_value();
       bool context = model->anomaly_detection_block;

@@ -158,6 +158,7 @@ class LibraryModels {
   bool may_step(std::string_view name) const { return has_effect(name, kStep); }
   bool may_release_cache(std::string_view name) const { return has_effect(name, kReleaseCache); }
   bool may_set_grad_mode(std::string_view name) const { return has_effect(name, kGradMode); }
+  bool may_switch_anomaly_detection(std::string_view name) const { return has_effect(name, kAnomalyDetection); }
 
 
  private:
@@ -176,7 +177,7 @@ class LibraryModels {
   ModelNameMap<HookModel> hooks_;  // "class\0method"
   ModelNameMap<bool> hook_classes_;
   ModelNameMap<bool> hook_methods_;  // the hooks' method names, a gate
-  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4, kGradMode = 8 };
+  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4, kGradMode = 8, kAnomalyDetection = 16 };
   bool has_effect(std::string_view name, unsigned effect) const {
     auto it = effect_names_.find(name);
     return it != effect_names_.end() && (it->second & effect);

@@ -92,6 +92,10 @@ uint64_t node_key(TSNode n) {
   return (uint64_t{start_byte(n)} << 32) ^ (uint64_t{end_byte(n)} << 8) ^ ts_node_symbol(n);
 }
 
+bool is_torch_optimizer_class(std::string_view qualified) {
+  return starts_with(qualified, "torch.optim.") && !starts_with(qualified, "torch.optim.lr_scheduler");
+}
+
 bool returns_values_and_indices(std::string_view name) {
   constexpr std::array<std::string_view, 9> kValuesIndices = {"max", "min", "topk", "sort", "kthvalue",
                                                               "mode", "median", "cummax", "cummin"};
@@ -1344,18 +1348,8 @@ bool Model::reset_in_loop(std::string_view name, int loop, bool every_iteration)
   if (loop < 0) return false;
   const Loop& l = loops_[loop];
   TSNode body = field(l.node, "body");
-  // Whether `node` runs on every iteration of the loop: no branch, try or
-  // inner loop between it and the loop's body.
-  auto every = [&](TSNode node) {
-    if (!every_iteration || is_null(body)) return true;
-    for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, body); n = ts_node_parent(n)) {
-      Kind k = kind_of(n);
-      if (k == Kind::IfStatement || k == Kind::TryStatement || k == Kind::ForStatement || k == Kind::WhileStatement ||
-          k == Kind::ConditionalExpression || k == Kind::FunctionDefinition)
-        return false;
-    }
-    return true;
-  };
+  // Whether `node` runs on every iteration of the loop.
+  auto every = [&](TSNode node) { return !every_iteration || is_null(body) || unconditional_within(node, body); };
   // `stats.total` starts afresh with `stats.total = 0` and with `stats = Stats()`.
   for (std::string_view n = name;; n = n.substr(0, n.rfind('.'))) {
     for (const Binding* b : bindings_of(n, l.function)) {
@@ -1825,8 +1819,7 @@ bool Model::is_loss_function(TSNode expr) const {
 
 bool Model::trains() const {
   for (const Call& c : calls_) {
-    if (starts_with(c.callee, "torch.optim.") && !starts_with(c.callee, "torch.optim.lr_scheduler")) return true;
-    if (is_backward_call(c)) return true;
+    if (is_torch_optimizer_class(c.callee) || is_backward_call(c)) return true;
   }
   return false;
 }
@@ -1845,7 +1838,7 @@ bool Model::is_optimizer(TSNode expr) const {
   const Binding* b = k == Kind::Attribute ? attribute_binding(name, fn) : reaching(name, start_byte(expr), fn);
   if (b && b->kind == BindingKind::Assign && !is_null(b->value) && kind_of(unparenthesize(b->value)) == Kind::Call) {
     std::string callee = qualify(field(unparenthesize(b->value), "function"));
-    if (starts_with(callee, "torch.optim.") && !starts_with(callee, "torch.optim.lr_scheduler")) return true;
+    if (is_torch_optimizer_class(callee)) return true;
     if (std::find(extra.begin(), extra.end(), callee) != extra.end() ||
         std::find(extra.begin(), extra.end(), std::string(last_component(callee))) != extra.end())
       return true;

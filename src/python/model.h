@@ -62,6 +62,9 @@ struct ValueParts {
 
 // A key for a node of one tree: its range and symbol (the caches of provenance and values).
 uint64_t node_key(TSNode n);
+// Whether a qualified callee builds a torch optimizer (`torch.optim.AdamW`),
+// not a learning-rate scheduler.
+bool is_torch_optimizer_class(std::string_view qualified);
 // Whether a tensor method or torch function of this name returns (values, indices)
 // when given a dim: `out.max(1)`, `torch.topk(x, k)`.
 bool returns_values_and_indices(std::string_view name);
@@ -400,6 +403,10 @@ class Model {
   std::optional<Value> callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const;
   Value arguments_joined(TSNode args, const ValueEnv* env, int depth) const;
   std::optional<Value> imported_function_output(const Call& c, TSNode func, const ValueEnv* env, int depth) const;
+  // Binds `f`'s parameters (after `self` for a method) to the values of
+  // `call`'s arguments, evaluated in `caller`'s binding.
+  void bind_arguments(const Function& f, bool method, const Call& call, const ValueEnv* caller, int depth,
+                      ValueEnv& inner) const;
   Value stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
                     int depth) const;
   Device moved_to(TSNode call, const ValueEnv* env, int depth) const;

@@ -222,6 +222,22 @@ TSNode unparenthesize(TSNode n) {
   return n;
 }
 
+bool unconditional_within(TSNode node, TSNode ancestor) {
+  for (TSNode n = ts_node_parent(node); !is_null(n) && !ts_node_eq(n, ancestor); n = ts_node_parent(n)) {
+    switch (kind_of(n)) {
+      case Kind::IfStatement:
+      case Kind::ConditionalExpression:
+      case Kind::BooleanOperator:
+      case Kind::ForStatement:
+      case Kind::WhileStatement:
+      case Kind::TryStatement:
+      case Kind::FunctionDefinition: return false;
+      default: break;
+    }
+  }
+  return true;
+}
+
 std::string_view SourceText::line_at(uint32_t byte) const {
   size_t pos = std::min<size_t>(byte, text_.size());
   size_t begin = pos == 0 ? std::string_view::npos : text_.rfind('\n', pos - 1);

@@ -172,6 +172,10 @@ TSNode attribute_name(TSNode attribute);
 TSNode child_of_kind(TSNode n, Kind k);
 // The node with parentheses peeled off.
 TSNode unparenthesize(TSNode n);
+// Whether `node` runs whenever `ancestor` does: no branch (if, conditional
+// expression, boolean short-circuit), loop, try or nested function between
+// them.
+bool unconditional_within(TSNode node, TSNode ancestor);
 
 // Calls `f(child)` for each named child of `n`, in source order. Asking
 // ts_node_named_child(n, i) for each i starts from the first child every

@@ -220,21 +220,27 @@ Value Value::element() const {
 
 Value Model::value(TSNode expr) const { return value_at(expr, nullptr, 0); }
 
-Value Model::value_in_call(TSNode expr, const Call& call) const {
-  int fn = function_at(start_byte(expr));
-  if (fn < 0) return value(expr);
-  const Function& f = functions_[fn];
-  size_t first = f.cls >= 0 && !function_has_decorator(fn, "staticmethod") ? 1 : 0;
-  ValueEnv env;
-  env.function = &f;
-  env.level = 1;
+void Model::bind_arguments(const Function& f, bool method, const Call& call, const ValueEnv* caller, int depth,
+                           ValueEnv& inner) const {
+  inner.function = &f;
+  inner.caller = caller;
+  inner.level = (caller ? caller->level : 0) + 1;
+  size_t first = method ? 1 : 0;
   for (size_t i = first; i < f.params.size(); ++i) {
     TSNode arg = keyword_argument(call, f.params[i]);
     if (is_null(arg)) arg = positional_argument(call, static_cast<uint32_t>(i - first));
     if (is_null(arg)) continue;
-    env.params.emplace_back(f.params[i], value(arg));
-    env.arguments.emplace_back(f.params[i], arg);
+    inner.params.emplace_back(f.params[i], value_at(arg, caller, depth));
+    inner.arguments.emplace_back(f.params[i], arg);
   }
+}
+
+Value Model::value_in_call(TSNode expr, const Call& call) const {
+  int fn = function_at(start_byte(expr));
+  if (fn < 0) return value(expr);
+  const Function& f = functions_[fn];
+  ValueEnv env;
+  bind_arguments(f, f.cls >= 0 && !function_has_decorator(fn, "staticmethod"), call, nullptr, 0, env);
   return value_at(expr, &env, 1);
 }
 
@@ -773,17 +779,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
   auto summary = [&](const Function& f, bool method) -> Value {
     if (level >= kMaxCallLevel) return {};
     ValueEnv inner;
-    inner.function = &f;
-    inner.caller = env;
-    inner.level = level + 1;
-    size_t first = method ? 1 : 0;
-    for (size_t i = first; i < f.params.size(); ++i) {
-      TSNode arg = keyword_argument(c, f.params[i]);
-      if (is_null(arg)) arg = positional_argument(c, static_cast<uint32_t>(i - first));
-      if (is_null(arg)) continue;
-      inner.params.emplace_back(f.params[i], value_at(arg, env, depth + 1));
-      inner.arguments.emplace_back(f.params[i], arg);
-    }
+    bind_arguments(f, method, c, env, depth + 1, inner);
     return returns_value(f, &inner, depth + 1);
   };
   auto from_model = [&](const CallModel& cm, const Value& receiver) -> std::optional<Value> {
