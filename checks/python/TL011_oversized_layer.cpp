@@ -2,10 +2,11 @@
 // gradients and Adam's two moment buffers (4 fp32 copies), need more memory
 // than the configured threshold (Config::oversized_layer_bytes).
 //
-// Sizes are folded within the file: integer literals, + - * // ** and
-// parentheses, `int(...)`, names bound once at module level or once in the
-// enclosing function, and default values of the enclosing function's
-// parameters. A size that does not fold makes the layer unknown: silent. An
+// Sizes are folded by the engine (python/fold.h): integer literals,
+// arithmetic, names bound once, parameter defaults and constants imported
+// from the project's other files. A layer built in a loop over a literal
+// list of sizes (`for rows in TABLE_ROWS:`) is estimated for each and the
+// largest counts. A size that does not fold makes the layer unknown: silent. An
 // optional argument that does not fold (bias, num_layers, bidirectional)
 // takes the value that gives fewer parameters, so the estimate is a lower
 // bound.
@@ -24,12 +25,12 @@
 #include "checks/python/check.h"
 #include "core/project_index.h"
 #include "checks/size_format.h"
+#include "python/fold.h"
 
 namespace torchleak::python {
 
 namespace {
 
-constexpr int kMaxDepth = 16;
 // Sizes beyond 2^40 are not layers anyone builds; the bound keeps every
 // product below in 128 bits.
 constexpr int64_t kMaxSize = int64_t{1} << 40;
@@ -39,146 +40,6 @@ constexpr uint64_t kFp32 = 4;
 // Parameter counts are computed in 128 bits and checked against the 64-bit
 // byte counts they must fit.
 __extension__ typedef unsigned __int128 U128;
-
-std::optional<int64_t> checked(bool overflow, int64_t v) {
-  if (overflow) return std::nullopt;
-  return v;
-}
-
-// Folds integer expressions within the file.
-class Folder {
- public:
-  Folder(const Model& m, int function) : m_(m), function_(function) {}
-
-  std::optional<int64_t> integer(TSNode n, int depth = 0) const {
-    n = unparenthesize(n);
-    if (is_null(n) || depth > kMaxDepth) return std::nullopt;
-    switch (kind_of(n)) {
-      case Kind::Integer: return literal(m_.text(n));
-      case Kind::UnaryOperator: {
-        if (m_.text(field(n, "operator")) != "-") return std::nullopt;
-        auto v = integer(field(n, "argument"), depth + 1);
-        if (!v) return std::nullopt;
-        return -*v;
-      }
-      case Kind::BinaryOperator: return binary(n, depth);
-      case Kind::Identifier: return name(n, depth);
-      case Kind::Call: {
-        if (m_.qualify(field(n, "function")) != "int") return std::nullopt;
-        TSNode args = field(n, "arguments");
-        if (is_null(args) || ts_node_named_child_count(args) != 1) return std::nullopt;
-        return integer(ts_node_named_child(args, 0), depth + 1);
-      }
-      default: return std::nullopt;
-    }
-  }
-
-  std::optional<bool> boolean(TSNode n, int depth = 0) const {
-    n = unparenthesize(n);
-    if (is_null(n) || depth > kMaxDepth) return std::nullopt;
-    if (kind_of(n) == Kind::True) return true;
-    if (kind_of(n) == Kind::False) return false;
-    if (kind_of(n) != Kind::Identifier) return std::nullopt;
-    TSNode value = bound_value(n);
-    if (is_null(value)) return std::nullopt;
-    return boolean(value, depth + 1);
-  }
-
- private:
-  static std::optional<int64_t> literal(std::string_view text) {
-    std::string digits;
-    for (char c : text)
-      if (c != '_') digits += c;
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
-    if (digits.size() > 1 && digits[0] == '0') return std::nullopt;  // 0x.., 0o.., 0b..: not sizes
-    errno = 0;
-    char* end = nullptr;
-    long long v = std::strtoll(digits.c_str(), &end, 10);
-    if (errno != 0 || *end != '\0') return std::nullopt;
-    return v;
-  }
-
-  std::optional<int64_t> binary(TSNode n, int depth) const {
-    auto a = integer(field(n, "left"), depth + 1);
-    auto b = integer(field(n, "right"), depth + 1);
-    if (!a || !b) return std::nullopt;
-    std::string_view op = m_.text(field(n, "operator"));
-    int64_t r = 0;
-    // The overflow test runs before r is read: function arguments have no
-    // evaluation order, so the two must not share one call.
-    bool overflow = false;
-    if (op == "+") overflow = __builtin_add_overflow(*a, *b, &r);
-    else if (op == "-") overflow = __builtin_sub_overflow(*a, *b, &r);
-    else if (op == "*") overflow = __builtin_mul_overflow(*a, *b, &r);
-    if (op == "+" || op == "-" || op == "*") return checked(overflow, r);
-    if (op == "//") {
-      if (*b == 0) return std::nullopt;
-      int64_t q = *a / *b;
-      if ((*a % *b != 0) && ((*a < 0) != (*b < 0))) --q;  // Python floors
-      return q;
-    }
-    if (op == "**") {
-      if (*b < 0 || *b > 62) return std::nullopt;
-      int64_t p = 1;
-      for (int64_t i = 0; i < *b; ++i)
-        if (__builtin_mul_overflow(p, *a, &p)) return std::nullopt;
-      return p;
-    }
-    return std::nullopt;
-  }
-
-  std::optional<int64_t> name(TSNode n, int depth) const {
-    TSNode value = bound_value(n);
-    if (is_null(value)) return std::nullopt;
-    return integer(value, depth + 1);
-  }
-
-  // The value a name holds at `n`: the default of a parameter of the
-  // enclosing function, or the value of its one plain assignment in that
-  // function, or of its one plain assignment at module level.
-  TSNode bound_value(TSNode n) const {
-    std::string_view id = m_.text(n);
-    if (function_ >= 0) {
-      std::vector<const Binding*> local = m_.bindings_of(id, function_);
-      if (!local.empty()) {
-        if (local.size() != 1) return TSNode{};
-        const Binding& b = *local.front();
-        if (b.kind == BindingKind::Parameter) return parameter_default(m_.functions()[function_], id);
-        if (b.kind == BindingKind::Assign && b.element < 0 && b.loop < 0 && b.end <= start_byte(n)) return b.value;
-        return TSNode{};
-      }
-    }
-    std::vector<const Binding*> global = m_.bindings_of(id, -1);
-    if (global.size() != 1) return TSNode{};
-    const Binding& b = *global.front();
-    if (b.kind != BindingKind::Assign || b.element >= 0 || b.loop >= 0) return TSNode{};
-    if (is_declared_global(id)) return TSNode{};
-    return b.value;
-  }
-
-  // Whether some function rebinds the module-level name through `global`.
-  bool is_declared_global(std::string_view id) const {
-    for (size_t f = 0; f < m_.functions().size(); ++f)
-      for (const Binding* b : m_.bindings_of(id, static_cast<int>(f)))
-        if (b->kind == BindingKind::Global) return true;
-    return false;
-  }
-
-  TSNode parameter_default(const Function& f, std::string_view id) const {
-    TSNode params = field(f.node, "parameters");
-    uint32_t n = is_null(params) ? 0 : ts_node_named_child_count(params);
-    for (uint32_t i = 0; i < n; ++i) {
-      TSNode p = ts_node_named_child(params, i);
-      Kind k = kind_of(p);
-      if (k != Kind::DefaultParameter && k != Kind::TypedDefaultParameter) continue;
-      if (m_.text(field(p, "name")) == id) return field(p, "value");
-    }
-    return TSNode{};
-  }
-
-  const Model& m_;
-  int function_;
-};
 
 enum class Layer { Linear, Embedding, Bilinear, Conv, Recurrent };
 
@@ -192,6 +53,7 @@ struct LayerKind {
 constexpr LayerKind kLayers[] = {
     {"Linear", Layer::Linear},
     {"Embedding", Layer::Embedding},
+    {"EmbeddingBag", Layer::Embedding},
     {"Bilinear", Layer::Bilinear},
     {"Conv1d", Layer::Conv, 1},
     {"Conv2d", Layer::Conv, 2},
@@ -315,8 +177,31 @@ class OversizedLayer final : public Check {
     return f.boolean(a).value_or(false);
   }
 
+  // The estimate of the layer `c` builds; inside a loop over a literal list
+  // of integers (`for rows in TABLE_ROWS:`), the largest of the layers built
+  // with each element.
   static std::optional<Estimate> estimate(const Model& m, const Call& c, const LayerKind& kind) {
     Folder f(m, c.function);
+    for (int loop : m.enclosing_loops(start_byte(c.node), c.function)) {
+      const Loop& l = m.loops()[loop];
+      if (l.kind != LoopKind::For) continue;
+      TSNode target = unparenthesize(field(l.node, "left"));
+      if (kind_of(target) != Kind::Identifier || !m.mentions(c.args, m.text(target))) continue;
+      auto values = f.integers(field(l.node, "right"));
+      if (!values || values->empty()) return std::nullopt;
+      std::optional<Estimate> largest;
+      for (int64_t v : *values) {
+        Folder one(m, c.function);
+        one.give(std::string(m.text(target)), v);
+        auto e = estimate_with(one, m, c, kind);
+        if (e && (!largest || e->parameters > largest->parameters)) largest = std::move(e);
+      }
+      return largest;
+    }
+    return estimate_with(f, m, c, kind);
+  }
+
+  static std::optional<Estimate> estimate_with(const Folder& f, const Model& m, const Call& c, const LayerKind& kind) {
     Estimate e;
     auto show = [&](int64_t v) { e.shown.push_back(std::to_string(v)); };
     U128 p = 0;

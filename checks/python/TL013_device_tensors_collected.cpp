@@ -272,7 +272,8 @@ class DeviceTensorsCollected final : public Check {
       if (c.method == "to") return true;
       if (c.method.empty() && m.text(c.func).substr(0, 1) == "(") return true;
     }
-    return false;
+    // Values may come to the device in the project's other files.
+    return m.imports_project_files();
   }
 
   // `window.pop(0)`, `queue.popleft()`, `c.clear()` in the loop, or a deque

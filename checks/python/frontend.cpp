@@ -8,6 +8,7 @@
 #include "checks/python/check.h"
 #include "core/project_index.h"
 #include "core/suppression.h"
+#include "python/project.h"
 
 namespace torchleak::python {
 
@@ -130,7 +131,8 @@ class PythonFrontend final : public LanguageFrontend {
   }
 
   void analyze(const SourceFile& file, const Config& config, FileResult& out) const override {
-    Model model(file.text, config);
+    begin_file_analysis();
+    Model model(file.text, config, file.path);
     if (model.has_syntax_errors()) {
       out.notes.push_back(fmt::format("syntax error near line {}; analyzed as far as the parser recovered",
                                       model.first_error_line()));

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "core/project_index.h"
+#include "python/project.h"
 
 namespace torchleak::python {
 
@@ -685,9 +686,13 @@ struct Model::Builder {
     bool from = kind_of(node) == Kind::ImportFromStatement;
     std::string module;
     TSNode module_name = from ? field(node, "module_name") : TSNode{};
+    int level = 0;
     if (from) {
       module = std::string(m.text(module_name));
-      while (!module.empty() && module.front() == '.') module.erase(0, 1);
+      while (!module.empty() && module.front() == '.') {
+        module.erase(0, 1);
+        ++level;
+      }
     }
     for_each_named_child(node, [&](TSNode child) {
       if (from && start_byte(child) == start_byte(module_name)) return;
@@ -705,6 +710,8 @@ struct Model::Builder {
       }
       std::string qualified = from ? (module.empty() ? name : module + "." + name) : name;
       m.aliases_[local] = qualified;
+      if (level > 0) m.import_levels_[local] = level;
+      else m.import_levels_.erase(local);
       add_binding(local, BindingKind::Import, node, child, TSNode{}, -1);
     });
   }
@@ -767,7 +774,8 @@ void give_back_storage(std::vector<T>& v) noexcept {
 
 }  // namespace
 
-Model::Model(std::string_view text, const Config& config) : source_(text), config_(config) {
+Model::Model(std::string_view text, const Config& config, std::string path, bool resolves_imports)
+    : source_(text), config_(config), path_(std::move(path)), resolves_imports_(resolves_imports) {
   tree_ = ts_parser_parse_string(thread_parser(), nullptr, text.data(), static_cast<uint32_t>(text.size()));
   if (!tree_) throw std::runtime_error("the parser gave up on this file");
   take_storage(references_);
@@ -832,6 +840,102 @@ Position Model::position(TSNode n) const {
 std::string Model::resolve_alias(std::string_view local) const {
   auto it = aliases_.find(local);
   return it == aliases_.end() ? std::string(local) : it->second;
+}
+
+std::optional<ForeignDefinition> Model::foreign_import(std::string_view local) const {
+  auto alias = aliases_.find(local);
+  if (alias == aliases_.end()) return std::nullopt;
+  auto level = import_levels_.find(local);
+  return resolve_foreign(alias->second, level == import_levels_.end() ? 0 : level->second, 0);
+}
+
+bool Model::imports_project_files() const {
+  if (imports_project_ >= 0) return imports_project_ != 0;
+  bool found = false;
+  if (resolves_imports_ && !path_.empty()) {
+    for (const auto& [local, dotted] : aliases_) {
+      auto level = import_levels_.find(local);
+      int dots = level == import_levels_.end() ? 0 : level->second;
+      size_t dot = dotted.rfind('.');
+      std::string module = dot == std::string::npos ? (dots > 0 ? std::string() : dotted) : dotted.substr(0, dot);
+      if (!find_module_file(path_, module, dots).empty()) {
+        found = true;
+        break;
+      }
+    }
+  }
+  imports_project_ = found ? 1 : 0;
+  return found;
+}
+
+std::optional<ForeignDefinition> Model::foreign_definition(TSNode expr) const {
+  if (!resolves_imports_ || path_.empty()) return std::nullopt;
+  expr = unparenthesize(expr);
+  std::vector<std::string_view> parts;
+  while (kind_of(expr) == Kind::Attribute) {
+    parts.push_back(text(attribute_name(expr)));
+    expr = unparenthesize(attribute_object(expr));
+  }
+  if (kind_of(expr) != Kind::Identifier) return std::nullopt;
+  std::string_view head = text(expr);
+  const Binding* b = reaching(head, start_byte(expr), function_at(start_byte(expr)));
+  if (!b || b->kind != BindingKind::Import) return std::nullopt;
+  auto alias = aliases_.find(head);
+  if (alias == aliases_.end()) return std::nullopt;
+  std::string dotted = alias->second;
+  for (size_t i = parts.size(); i-- > 0;) {
+    dotted += '.';
+    dotted += parts[i];
+  }
+  auto level = import_levels_.find(head);
+  return resolve_foreign(dotted, level == import_levels_.end() ? 0 : level->second, 0);
+}
+
+std::optional<ForeignDefinition> Model::resolve_foreign(const std::string& dotted, int level, int hops) const {
+  constexpr int kMaxHops = 3;  // re-exports followed: `from .model import Net` in __init__.py
+  if (path_.empty() || hops > kMaxHops) return std::nullopt;
+  size_t dot = dotted.rfind('.');
+  std::string module = dot == std::string::npos ? std::string() : dotted.substr(0, dot);
+  std::string name = dot == std::string::npos ? dotted : dotted.substr(dot + 1);
+  if (module.empty() && level == 0) return std::nullopt;
+  std::string file = find_module_file(path_, module, level);
+  if (file.empty()) return std::nullopt;
+  const Model* other = foreign_model(file, config_);
+  if (!other) return std::nullopt;
+  ForeignDefinition def;
+  def.model = other;
+  if (const Function* f = other->find_function(name)) {
+    def.function = f;
+    return def;
+  }
+  if (const Class* k = other->find_class(name)) {
+    if (k->function < 0) {
+      def.cls = static_cast<int>(k - other->classes_.data());
+      return def;
+    }
+  }
+  const Binding* last = nullptr;
+  for (const Binding* b : other->bindings_of(name, -1))
+    if (!last || b->start > last->start) last = b;
+  if (!last) return std::nullopt;
+  if (last->kind == BindingKind::Import) {
+    auto alias = other->aliases_.find(name);
+    if (alias == other->aliases_.end()) return std::nullopt;
+    auto lv = other->import_levels_.find(name);
+    return other->resolve_foreign(alias->second, lv == other->import_levels_.end() ? 0 : lv->second, hops + 1);
+  }
+  if (last->kind != BindingKind::Assign) return std::nullopt;
+  def.binding = last;
+  return def;
+}
+
+void Model::forget_answers() const {
+  provenance_cache_.clear();
+  value_cache_.clear();
+  value_in_progress_.clear();
+  std::fill(entry_grad_.begin(), entry_grad_.end(), static_cast<signed char>(-1));
+  std::fill(entry_grad_busy_.begin(), entry_grad_busy_.end(), false);
+  in_progress_.clear();
 }
 
 std::string Model::qualify(TSNode n) const {

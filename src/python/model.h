@@ -29,6 +29,7 @@ Provenance join(Provenance a, Provenance b);
 enum class Device : uint8_t { Unknown, Host, Accelerator };
 
 struct ValueParts;
+class Model;
 
 // The abstract value of an expression, computed by one engine
 // (Model::value): facets for autograd history, device and kind, and, where
@@ -41,6 +42,9 @@ struct Value {
   ValueKind kind = ValueKind::Unknown;
   bool scalar = false;  // one element (`.item()`, a full reduction `.sum()`)
   int cls = -1;         // an instance of this class of the file (`meter = Average()`)
+  // The model of the file defining `cls` when it is another file of the
+  // project (an imported class); null for a class of the file asking.
+  const Model* home = nullptr;
   std::shared_ptr<const ValueParts> parts;
 
   // Whether the value, or something it holds, is on an accelerator.
@@ -200,10 +204,23 @@ using NameMap = std::unordered_map<std::string, V, NameHash, std::equal_to<>>;
 // functions, classes or lambdas nested in it), in source order.
 std::vector<TSNode> returned_values(const Function& f);
 
+// A module-level definition in another file of the project (python/project.h):
+// a function, a class, or a name bound by assignment.
+struct ForeignDefinition {
+  const Model* model = nullptr;
+  const Function* function = nullptr;
+  int cls = -1;
+  const Binding* binding = nullptr;
+};
+
 class Model {
  public:
   // Parses `text` and builds the model. The tree lives as long as the model.
-  Model(std::string_view text, const Config& config);
+  // `path` is the file's path, from which its imports of the project's other
+  // files are found; `resolves_imports` is false for a model built to answer
+  // another file's analysis (python/project.h), which follows no imports of
+  // its own, so that every answer depends on two files at most.
+  Model(std::string_view text, const Config& config, std::string path = {}, bool resolves_imports = true);
   ~Model();
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
@@ -231,6 +248,20 @@ class Model {
   std::string qualify(TSNode n) const;
   // The qualified name an import binds `local` to, or `local` itself.
   std::string resolve_alias(std::string_view local) const;
+  const std::string& path() const { return path_; }
+  // What a name or attribute chain whose head an import binds (`helper`,
+  // `utils.helper`, `cfg.HIDDEN`) names in another file of the project,
+  // through re-exports (`from .model import Net` in a package's __init__.py);
+  // nullopt for anything else or a file that cannot be found.
+  std::optional<ForeignDefinition> foreign_definition(TSNode expr) const;
+  // The same for the name `local` that an import statement binds.
+  std::optional<ForeignDefinition> foreign_import(std::string_view local) const;
+  // Whether an import statement of the file names another file of the
+  // project (asked of the file system only, nothing is read).
+  bool imports_project_files() const;
+  // Forgets the answers computed so far (value and provenance caches), not
+  // the structure: a model kept for several files answers each the same.
+  void forget_answers() const;
 
   // --- scopes ---
   int function_at(uint32_t byte) const;  // innermost function, -1 at module level
@@ -314,6 +345,9 @@ class Model {
   // files, `for _ in range(n)` batches). Loops over modules and recurrences
   // (decoding token by token, denoising step by step) are not.
   bool runs_module_per_item(int loop) const;
+  // Whether `c` runs a module: it calls one, or a method (of a class of the
+  // file or of another file of the project) that calls one of its own.
+  bool runs_module(const Call& c) const;
   // Whether `expr` iterates a data loader: a DataLoader(...) or a name like
   // `loader`, `val_dataloader`, `train_dl`, `dataset`, `batches`, also through
   // enumerate(), tqdm(), zip(), iter(), islice() and bindings.
@@ -371,6 +405,11 @@ class Model {
   // The value of `expr`, in a function of the file, with the function's
   // parameters bound to the arguments of `call` (one of its call sites).
   Value value_in_call(TSNode expr, const Call& call) const;
+  // The value `f` returns (a function or method of this file) given the
+  // values of its arguments, `self` excepted: what another file's call of an
+  // imported function receives. `level` counts the calls already entered.
+  Value returns_given(const Function& f, const std::vector<Value>& positional,
+                      const std::vector<std::pair<std::string, Value>>& keywords, int level) const;
   // The grad mode a function runs under when no region of its own decides:
   // Disabled when every call site of it in the file runs with grad disabled.
   GradState entry_grad(int function) const;
@@ -403,6 +442,17 @@ class Model {
   std::optional<Value> callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const;
   Value arguments_joined(TSNode args, const ValueEnv* env, int depth) const;
   std::optional<Value> imported_function_output(const Call& c, TSNode func, const ValueEnv* env, int depth) const;
+  // A call of another file's function or class (`def` given), or of a
+  // method of an instance of another file's class (`receiver` given).
+  std::optional<Value> foreign_call_output(const ForeignDefinition& def, TSNode args, const ValueEnv* env,
+                                           int depth) const;
+  std::optional<Value> foreign_method_output(const Value& receiver, std::string_view method, TSNode args,
+                                             const ValueEnv* env, int depth) const;
+  // The values of a call's arguments, as seen from another file (false when
+  // a `*args` or `**kwargs` hides which parameter gets what).
+  bool argument_values(TSNode args, const ValueEnv* env, int depth, std::vector<Value>& positional,
+                       std::vector<std::pair<std::string, Value>>& keywords) const;
+  std::optional<ForeignDefinition> resolve_foreign(const std::string& dotted, int level, int hops) const;
   // Binds `f`'s parameters (after `self` for a method) to the values of
   // `call`'s arguments, evaluated in `caller`'s binding.
   void bind_arguments(const Function& f, bool method, const Call& call, const ValueEnv* caller, int depth,
@@ -428,6 +478,8 @@ class Model {
 
   SourceText source_;
   const Config& config_;
+  std::string path_;
+  bool resolves_imports_ = true;
   TSTree* tree_ = nullptr;
 
   std::vector<Function> functions_;
@@ -439,6 +491,8 @@ class Model {
   std::vector<TSNode> comments_;
   std::vector<Reference> references_;
   NameMap<std::string> aliases_;
+  NameMap<int> import_levels_;  // leading dots of a relative import, by local name
+  mutable signed char imports_project_ = -1;  // imports_project_files(): -1 not asked yet
   NameMap<std::vector<int>> bindings_by_name_;
   // What reaching() needs of a name bound many times (`total += loss` on
   // 20,000 lines), built on its first question so that each answer is a

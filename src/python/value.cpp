@@ -94,6 +94,7 @@ Value flat(const Value& v) {
   out.parts.reset();
   out.scalar = false;
   out.cls = -1;
+  out.home = nullptr;
   if (out.kind == ValueKind::Container || out.kind == ValueKind::Module) out.kind = ValueKind::Unknown;
   return out;
 }
@@ -122,6 +123,24 @@ std::string_view unquote(std::string_view s) {
   return s;
 }
 
+// `v` as seen from the model `to` when `from` computed it: an instance of a
+// class of `from` names `from` as its home, one of `to` names none.
+Value rehome(const Value& v, const Model* from, const Model* to) {
+  Value out = v;
+  if (out.cls >= 0) {
+    if (!out.home) out.home = from;
+    if (out.home == to) out.home = nullptr;
+  }
+  if (v.parts) {
+    auto parts = std::make_shared<ValueParts>(*v.parts);
+    for (Value& item : parts->items) item = rehome(item, from, to);
+    for (auto& [name, field] : parts->fields) field = rehome(field, from, to);
+    if (parts->element) parts->element = rehome(*parts->element, from, to);
+    out.parts = std::move(parts);
+  }
+  return out;
+}
+
 }  // namespace
 
 Device join(Device a, Device b) {
@@ -136,7 +155,9 @@ Value join(const Value& a, const Value& b) {
   out.device = join(a.device, b.device);
   out.kind = a.kind == b.kind ? a.kind : ValueKind::Unknown;
   out.scalar = a.scalar && b.scalar;
-  out.cls = a.cls == b.cls ? a.cls : -1;
+  bool same_class = a.cls == b.cls && a.home == b.home;
+  out.cls = same_class ? a.cls : -1;
+  out.home = same_class ? a.home : nullptr;
   if (!a.parts) {
     out.parts = b.parts;
   } else if (!b.parts) {
@@ -552,7 +573,19 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
       if (!is_null(b.value)) v = join(v, value_at(b.value, env, depth + 1));
       return v;
     }
-    case BindingKind::Import: return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+    case BindingKind::Import: {
+      // A name another file of the project binds at module level (a
+      // constant, a model built there): its value in that file.
+      if (resolves_imports_ && !path_.empty()) {
+        if (auto def = foreign_import(b.name); def && def->binding) {
+          const Binding& there = *def->binding;
+          Value v = def->model->value(there.value);
+          if (there.element >= 0) v = v.item(static_cast<size_t>(there.element));
+          return rehome(v, def->model, this);
+        }
+      }
+      return facets(Provenance::Detached, Device::Host, ValueKind::Other);
+    }
     default: return {};
   }
 }
@@ -592,7 +625,8 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
       if (c.method.empty()) continue;
       TSNode receiver = unparenthesize(c.receiver);
       if (text(receiver) == "self" ? class_of_function(c.function) == f.cls
-                                   : kind_of(receiver) == Kind::Identifier && value(receiver).cls == f.cls)
+                                   : kind_of(receiver) == Kind::Identifier && value(receiver).cls == f.cls &&
+                                         value(receiver).home == nullptr)
         out.push_back(&c);  // `self.update(x)` in the class, `meter.update(x)` on an instance
     } else if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier) {
       out.push_back(&c);
@@ -643,7 +677,87 @@ Value Model::module_output(TSNode call, const Value& module, const ValueEnv* env
   out.grad = provenance_at(call, 0);
   if (module.device == Device::Accelerator || arguments_joined(field(call, "arguments"), env, depth).on_accelerator())
     out.device = Device::Accelerator;
+  // A module of another file: its forward, given these arguments, where it
+  // tells more than "a module's output".
+  if (module.home && module.cls >= 0) {
+    if (auto v = foreign_method_output(module, "forward", field(call, "arguments"), env, depth)) {
+      Value r = *v;
+      if (r.grad == Provenance::Unknown && !r.parts) r.grad = out.grad;
+      if (r.device == Device::Unknown) r.device = out.device;
+      return r;
+    }
+  }
   return out;
+}
+
+bool Model::argument_values(TSNode args, const ValueEnv* env, int depth, std::vector<Value>& positional,
+                            std::vector<std::pair<std::string, Value>>& keywords) const {
+  bool ok = true;
+  for_each_named_child(args, [&](TSNode a) {
+    Kind k = kind_of(a);
+    if (k == Kind::Comment || !ok) return;
+    if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
+      ok = false;
+    } else if (k == Kind::KeywordArgument) {
+      keywords.emplace_back(std::string(text(field(a, "name"))), value_at(field(a, "value"), env, depth + 1));
+    } else {
+      positional.push_back(value_at(a, env, depth + 1));
+    }
+  });
+  return ok;
+}
+
+std::optional<Value> Model::foreign_call_output(const ForeignDefinition& def, TSNode args, const ValueEnv* env,
+                                                int depth) const {
+  int level = env ? env->level : 0;
+  if (def.cls >= 0) {
+    Value out = facets(Provenance::Detached, Device::Host,
+                       def.model->class_is_module(def.cls) ? ValueKind::Module : ValueKind::Other);
+    out.cls = def.cls;
+    out.home = def.model;
+    return out;
+  }
+  if (!def.function || level >= kMaxCallLevel) return std::nullopt;
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keywords;
+  if (!argument_values(args, env, depth, positional, keywords)) return std::nullopt;
+  for (Value& v : positional) v = rehome(v, this, def.model);
+  for (auto& [name, v] : keywords) v = rehome(v, this, def.model);
+  Value r = def.model->returns_given(*def.function, positional, keywords, level + 1);
+  return rehome(r, def.model, this);
+}
+
+std::optional<Value> Model::foreign_method_output(const Value& receiver, std::string_view method, TSNode args,
+                                                  const ValueEnv* env, int depth) const {
+  int level = env ? env->level : 0;
+  const Model* home = receiver.home;
+  if (!resolves_imports_ || !home || receiver.cls < 0 || level >= kMaxCallLevel) return std::nullopt;
+  const Function* f = home->find_method(receiver.cls, method);
+  if (!f || home->function_has_decorator(static_cast<int>(f - home->functions_.data()), "staticmethod"))
+    return std::nullopt;
+  std::vector<Value> positional;
+  std::vector<std::pair<std::string, Value>> keywords;
+  if (!argument_values(args, env, depth, positional, keywords)) return std::nullopt;
+  for (Value& v : positional) v = rehome(v, this, home);
+  for (auto& [name, v] : keywords) v = rehome(v, this, home);
+  Value r = home->returns_given(*f, positional, keywords, level + 1);
+  return rehome(r, home, this);
+}
+
+Value Model::returns_given(const Function& f, const std::vector<Value>& positional,
+                           const std::vector<std::pair<std::string, Value>>& keywords, int level) const {
+  ValueEnv inner;
+  inner.function = &f;
+  inner.level = level;
+  size_t first = f.cls >= 0 && !function_has_decorator(static_cast<int>(&f - functions_.data()), "staticmethod") ? 1 : 0;
+  for (size_t i = first; i < f.params.size(); ++i) {
+    const Value* v = nullptr;
+    for (const auto& [name, value] : keywords)
+      if (name == f.params[i]) v = &value;
+    if (!v && i - first < positional.size()) v = &positional[i - first];
+    if (v) inner.params.emplace_back(f.params[i], *v);
+  }
+  return returns_value(f, &inner, 1);
 }
 
 std::optional<Value> Model::callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const {
@@ -704,6 +818,11 @@ Device Model::device_argument(TSNode arg, const ValueEnv* env, int depth) const 
       if (q.empty() || (starts_with(q, "torch.") && q != "torch.device")) return Device::Unknown;  // torch.float16
       int fn = function_at(start_byte(arg));
       const Binding* b = kind_of(arg) == Kind::Attribute ? attribute_binding(q, fn) : reaching(q, start_byte(arg), fn);
+      // A device another file of the project defines (`from config import DEVICE`).
+      if (!b && resolves_imports_) {
+        if (auto def = foreign_definition(arg); def && def->binding && def->binding->element < 0)
+          return def->model->device_argument(def->binding->value, nullptr, depth + 1);
+      }
       // A parameter of the function being evaluated: the argument of its call.
       if (b && b->kind == BindingKind::Parameter && env && b->function >= 0 && env->function == &functions_[b->function]) {
         for (const auto& [param, node] : env->arguments)
@@ -847,6 +966,9 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       }
     }
     Value receiver = value_at(receiver_node, env, depth + 1);
+    if (receiver.home && receiver.cls >= 0) {
+      if (auto v = foreign_method_output(receiver, method, args, env, depth)) return *v;
+    }
     bool self_receiver = kind_of(receiver_node) == Kind::Identifier && text(receiver_node) == "self";
     if (receiver.kind != ValueKind::Tensor && (receiver.kind != ValueKind::Module || self_receiver)) {
       // `self.encoder(x)`: an attribute holding a module or a criterion.
@@ -861,6 +983,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       if (receiver.kind == ValueKind::Module) {
         out.kind = ValueKind::Module;
         out.cls = receiver.cls;
+        out.home = receiver.home;
       }
       if (d != Device::Unknown) out.device = d;
       if (d == Device::Host && out.parts) out.parts.reset();
@@ -941,6 +1064,11 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
         });
         return container({}, container(std::move(items), std::nullopt));
       }
+    }
+  }
+  if (resolves_imports_ && !path_.empty() && (kind_of(func) == Kind::Identifier || imported_function())) {
+    if (auto def = foreign_definition(func)) {
+      if (auto v = foreign_call_output(*def, args, env, depth)) return *v;
     }
   }
   std::string_view last = c.callee;
@@ -1115,6 +1243,21 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
 // ---------------------------------------------------------------------------
 // Loops that run a model over items.
 
+bool Model::runs_module(const Call& c) const {
+  if (value(c.func).kind == ValueKind::Module) return true;
+  if (c.method.empty() || is_null(c.receiver)) return false;
+  // A method of an object of the project's classes that runs a module of its own.
+  Value receiver = value(c.receiver);
+  if (receiver.cls < 0 || receiver.kind == ValueKind::Module) return false;
+  const Model& home = receiver.home ? *receiver.home : *this;
+  const Function* f = home.find_method(receiver.cls, c.method);
+  if (!f) return false;
+  int index = static_cast<int>(f - home.functions_.data());
+  for (const Call& inner : home.calls_)
+    if (inner.function == index && home.value(inner.func).kind == ValueKind::Module) return true;
+  return false;
+}
+
 bool Model::runs_module_per_item(int loop) const {
   if (loop < 0) return false;
   const Loop& l = loops_[loop];
@@ -1169,7 +1312,7 @@ bool Model::runs_module_per_item(int loop) const {
   for (auto it = first; it != calls_.end() && start_byte(it->node) < l.end; ++it) {
     const Call& c = *it;
     if (c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
-    if (value(c.func).kind != ValueKind::Module) continue;
+    if (!runs_module(c)) continue;
     bool carried = false, fresh = false;
     inputs(c, carried, fresh);
     if (carried) return false;  // a recurrence: decoding, denoising

@@ -192,7 +192,14 @@ std::string fixture_name(const ::testing::TestParamInfo<std::vector<fs::path>>& 
   const fs::path& p = info.param.front();
   fs::path root = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures";
   root /= *p.lexically_relative(root).begin();  // fixtures/<language>
-  std::string rel = (info.param.size() > 1 ? p.parent_path() : p).lexically_relative(root).replace_extension().string();
+  // A project (a folder of files, maybe with packages) is named by its folder.
+  fs::path relative = p.lexically_relative(root);
+  if (info.param.size() > 1) {
+    auto it = relative.begin();
+    fs::path rule = *it++;
+    relative = rule / *it;
+  }
+  std::string rel = relative.replace_extension().string();
   for (auto& c : rel)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return rel;

@@ -1,0 +1,161 @@
+#include "python/project.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <list>
+#include <memory>
+#include <sstream>
+#include <system_error>
+#include <vector>
+
+#include "python/model.h"
+
+namespace torchleak::python {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kMaxKept = 48;                          // models kept per thread
+constexpr std::uintmax_t kMaxBytes = std::uintmax_t{4} << 20;  // larger files are not read
+constexpr int kMaxRootLevels = 16;                       // directories climbed to find the root
+
+bool is_file(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_regular_file(p, ec);
+}
+
+bool is_project_root(const fs::path& dir) {
+  std::error_code ec;
+  for (const char* marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
+    if (fs::exists(dir / marker, ec)) return true;
+  return false;
+}
+
+// `dir/a/b.py` or `dir/a/b/__init__.py` for module "a.b"; "" names the package `dir` itself.
+std::string module_in(const fs::path& dir, std::string_view module) {
+  fs::path p = dir;
+  std::string_view rest = module;
+  while (!rest.empty()) {
+    size_t dot = rest.find('.');
+    std::string_view part = rest.substr(0, dot);
+    if (part.empty()) return {};
+    p /= std::string(part);
+    rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
+  }
+  if (!module.empty()) {
+    fs::path file = p;
+    file += ".py";
+    if (is_file(file)) return file.lexically_normal().string();
+  }
+  fs::path init = p / "__init__.py";
+  if (is_file(init)) return init.lexically_normal().string();
+  return {};
+}
+
+// Settings that change what a model answers.
+bool same_settings(const Config& a, const Config& b) {
+  return a.models == b.models && a.extra_models == b.extra_models && a.extra_losses == b.extra_losses &&
+         a.extra_optimizers == b.extra_optimizers && a.extra_data_parallel == b.extra_data_parallel &&
+         a.target_torch_version == b.target_torch_version;
+}
+
+struct Kept {
+  std::string path;
+  std::uintmax_t size = 0;
+  fs::file_time_type time{};
+  Config config;
+  std::string text;
+  std::unique_ptr<Model> model;  // null: the file could not be read
+};
+
+// Declared before the models' tables' thread storage is first used by a
+// foreign model, so destroyed after it at thread exit.
+std::list<Kept>& kept() {
+  thread_local std::list<Kept> k;
+  return k;
+}
+
+}  // namespace
+
+std::string find_module_file(std::string_view importer, std::string_view module, int level) {
+  if (importer.empty()) return {};
+  fs::path from = fs::path(std::string(importer)).parent_path();
+  if (from.empty()) from = ".";
+  std::string found;
+  if (level > 0) {
+    fs::path base = from;
+    for (int i = 1; i < level; ++i) base = base.parent_path();
+    found = module_in(base, module);
+  } else if (!module.empty()) {
+    // The importer's directory, then each enclosing one up to the project's
+    // root; a loose script (no root above it) imports from its own alone.
+    std::error_code ec;
+    fs::path absolute = fs::absolute(from, ec);
+    int levels = 0;
+    bool rooted = false;
+    for (fs::path probe = absolute; !ec && levels <= kMaxRootLevels; ++levels) {
+      if (is_project_root(probe)) {
+        rooted = true;
+        break;
+      }
+      if (!probe.has_relative_path()) break;  // the filesystem's root
+      probe = probe.parent_path();
+    }
+    if (!rooted) levels = 0;
+    fs::path dir = from;
+    for (int i = 0; i <= levels && found.empty(); ++i, dir /= "..") found = module_in(dir, module);
+  }
+  if (found.empty()) return {};
+  std::error_code ec;
+  if (fs::equivalent(fs::path(found), fs::path(std::string(importer)), ec)) return {};
+  return found;
+}
+
+const Model* foreign_model(const std::string& path, const Config& config) {
+  std::list<Kept>& list = kept();
+  std::error_code ec;
+  std::uintmax_t size = fs::file_size(path, ec);
+  if (ec) return nullptr;
+  fs::file_time_type time = fs::last_write_time(path, ec);
+  if (ec) return nullptr;
+  for (auto it = list.begin(); it != list.end(); ++it) {
+    if (it->path != path || !same_settings(it->config, config)) continue;
+    if (it->size == size && it->time == time) {
+      list.splice(list.begin(), list, it);  // most recently used first
+      return list.front().model.get();
+    }
+    list.erase(it);
+    break;
+  }
+  Kept k;
+  k.path = path;
+  k.size = size;
+  k.time = time;
+  k.config = config;
+  if (size <= kMaxBytes) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in) k.text = buffer.str();
+  }
+  list.push_front(std::move(k));
+  Kept& entry = list.front();
+  if (!entry.text.empty() || size == 0) {
+    try {
+      entry.model = std::make_unique<Model>(entry.text, entry.config, entry.path, false);
+    } catch (const std::exception&) {
+      entry.model.reset();
+    }
+  }
+  while (list.size() > kMaxKept) list.pop_back();
+  return entry.model.get();
+}
+
+void begin_file_analysis() {
+  for (Kept& k : kept())
+    if (k.model) k.model->forget_answers();
+}
+
+}  // namespace torchleak::python

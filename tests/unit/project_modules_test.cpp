@@ -1,0 +1,107 @@
+// Imports resolved to the project's other files (python/project.h) and what
+// the engine learns from them.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "python/model.h"
+#include "python/project.h"
+
+namespace fs = std::filesystem;
+using namespace torchleak;
+using namespace torchleak::python;
+
+namespace {
+
+class ProjectModules : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("torchleak-modules-" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  std::string write(const std::string& rel, const std::string& text = "") {
+    fs::path p = root_ / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string rel(const std::string& found) const {
+    return found.empty() ? "" : fs::path(found).lexically_relative(root_).generic_string();
+  }
+
+  fs::path root_;
+};
+
+TEST_F(ProjectModules, ScriptImportsFromItsOwnDirectoryOnly) {
+  std::string script = write("scripts/train.py");
+  write("scripts/helpers.py");
+  write("model.py");
+  EXPECT_EQ(rel(find_module_file(script, "helpers", 0)), "scripts/helpers.py");
+  // No project root above: a loose script does not see its parent's files.
+  EXPECT_EQ(find_module_file(script, "model", 0), "");
+  EXPECT_EQ(find_module_file(script, "torch", 0), "");
+}
+
+TEST_F(ProjectModules, AbsoluteImportsClimbToTheProjectRoot) {
+  write("pyproject.toml");
+  std::string script = write("pkg/train/run.py");
+  write("pkg/__init__.py");
+  write("pkg/models/__init__.py");
+  write("pkg/models/net.py");
+  EXPECT_EQ(rel(find_module_file(script, "pkg.models.net", 0)), "pkg/models/net.py");
+  EXPECT_EQ(rel(find_module_file(script, "pkg.models", 0)), "pkg/models/__init__.py");
+  EXPECT_EQ(find_module_file(script, "pkg.missing", 0), "");
+}
+
+TEST_F(ProjectModules, RelativeImportsStartFromThePackage) {
+  std::string file = write("pkg/models/net.py");
+  write("pkg/models/__init__.py");
+  write("pkg/models/layers.py");
+  write("pkg/utils.py");
+  EXPECT_EQ(rel(find_module_file(file, "layers", 1)), "pkg/models/layers.py");
+  EXPECT_EQ(rel(find_module_file(file, "utils", 2)), "pkg/utils.py");
+  EXPECT_EQ(rel(find_module_file(file, "", 1)), "pkg/models/__init__.py");
+  // A module never resolves to the file importing it.
+  EXPECT_EQ(find_module_file(file, "net", 1), "");
+}
+
+TEST_F(ProjectModules, ValuesComeFromTheDefiningFile) {
+  write("pyproject.toml");
+  write("lib/__init__.py", "from .encode import embed, DEVICE\n");
+  write("lib/encode.py",
+        "import torch\n"
+        "DEVICE = torch.device('cuda')\n"
+        "def embed(model, x):\n"
+        "    with torch.no_grad():\n"
+        "        return model(x.to(DEVICE))\n");
+  std::string text =
+      "from lib import embed, DEVICE\n"
+      "def run(model, x):\n"
+      "    e = embed(model, x)\n"
+      "    d = x.to(DEVICE)\n";
+  std::string path = write("app/run.py", text);
+  Config config;
+  begin_file_analysis();
+  Model m(text, config, path);
+  const Binding* e = m.reaching("e", static_cast<uint32_t>(text.size()), 0);
+  const Binding* d = m.reaching("d", static_cast<uint32_t>(text.size()), 0);
+  ASSERT_NE(e, nullptr);
+  ASSERT_NE(d, nullptr);
+  Value embedded = m.value(e->value);
+  EXPECT_EQ(embedded.grad, Provenance::Detached);
+  EXPECT_EQ(embedded.device, Device::Accelerator);
+  EXPECT_EQ(m.value(d->value).device, Device::Accelerator);
+  // Without its path, a model follows no import.
+  Model alone(text, config);
+  EXPECT_NE(alone.value(alone.reaching("e", static_cast<uint32_t>(text.size()), 0)->value).device,
+            Device::Accelerator);
+}
+
+}  // namespace
