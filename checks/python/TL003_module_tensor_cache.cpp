@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -292,10 +293,35 @@ struct Store {
   std::string attribute;       // "self.cache"
   std::vector<TSNode> values;  // the stored values that carry history
   std::vector<Edit> edits;     // `.detach()` on each; empty when no edit is right
+  // Methods of the class ("Class.method") that start the attribute afresh
+  // and that no module of this file calls: an owner in another file may.
+  std::vector<std::string> reset_elsewhere;
 };
+
+// A path as two files of one run spell it alike.
+std::string normal_path(std::string_view path) {
+  return std::filesystem::path(std::string(path)).lexically_normal().string();
+}
 
 class ModuleTensorCache final : public Check {
  public:
+  // Calls that a module's method (other than __init__) makes of a method of
+  // a submodule whose class another file defines (`self.attention.clear_cache()`),
+  // by "Class.method" and the defining file: the owner's side of reset_by_owner.
+  void collect(CheckContext& ctx) const override {
+    const Model& m = ctx.model();
+    for (const Call& c : m.calls()) {
+      if (c.function < 0 || c.method.empty() || kind_of(unparenthesize(c.receiver)) != Kind::Attribute) continue;
+      const Function& f = m.functions()[c.function];
+      if (f.cls < 0 || f.name == "__init__" || !is_self(m, c.function, attribute_object(unparenthesize(c.receiver))))
+        continue;
+      Value receiver = m.value(c.receiver);
+      if (!receiver.home || receiver.cls < 0 || m.module_class(f.cls) == ModuleAnswer::No) continue;
+      const Class& held = receiver.home->classes()[static_cast<size_t>(receiver.cls)];
+      ctx.fact("owner-calls", held.name + "." + c.method, c.node, {normal_path(receiver.home->path())});
+    }
+  }
+
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     auto config = std::make_shared<Config>(ctx.config());
@@ -312,11 +338,19 @@ class ModuleTensorCache final : public Check {
         for (const Store& s : stores) {
           if (!reported.insert(start_byte(s.where)).second) continue;
           Diagnostic d = diagnostic(ctx, s, fn, *forward);
-          if (module == ModuleAnswer::Yes) {
+          if (module == ModuleAnswer::Yes && s.reset_elsewhere.empty()) {
             ctx.report(std::move(d));
             continue;
           }
-          ctx.defer(std::move(d), [undecided, config](const ProjectIndex& index, Diagnostic&) {
+          bool decided = module == ModuleAnswer::Yes;
+          ctx.defer(std::move(d), [undecided, config, decided, resets = s.reset_elsewhere,
+                                   path = normal_path(ctx.path())](const ProjectIndex& index, Diagnostic&) {
+            // An owner in another file calls a method that starts the
+            // attribute afresh in its own per-call method: per-call state.
+            for (const std::string& reset : resets)
+              for (const Fact* f : index.find("owner-calls", reset))
+                if (!f->values.empty() && f->values.front() == path) return false;
+            if (decided) return true;
             auto root = [&](std::string_view base) { return is_module_base(base, *config); };
             return std::any_of(undecided.begin(), undecided.end(), [&](const std::string& base) {
               return index.derives_from(last_component(base), root);
@@ -409,8 +443,10 @@ class ModuleTensorCache final : public Check {
       if (m.feeds_backward(b.name, fn)) continue;
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
       if (is_null(v) || !taint.of(v, fn) || !may_hold_graph(m, b, v)) continue;
-      if (reset_by_owner(m, b.name, fn) || initialized_per_call(m, b, fn)) continue;
+      std::vector<std::string> reset_elsewhere;
+      if (reset_by_owner(m, b.name, fn, reset_elsewhere) || initialized_per_call(m, b, fn)) continue;
       Store s;
+      s.reset_elsewhere = std::move(reset_elsewhere);
       s.where = b.target;
       s.kind = b.kind == BindingKind::AugAssign ? StoreKind::Accumulate : StoreKind::Assign;
       s.attribute = b.name;
@@ -479,8 +515,12 @@ class ModuleTensorCache final : public Check {
   // spans one call of the owner, not the life of the module. A reset that a
   // script calls once after many steps (`model.reset_statistics()` after a
   // gathering loop) is periodic: the module keeps each step's graph meanwhile.
-  static bool reset_by_owner(const Model& m, const std::string& attribute, int fn) {
+  // A method of the attribute's own class that resets it and that nothing
+  // in this file calls goes to `elsewhere` ("Class.method"): an owner in
+  // another file may call it (the "owner-calls" facts decide).
+  static bool reset_by_owner(const Model& m, const std::string& attribute, int fn, std::vector<std::string>& elsewhere) {
     std::string_view leaf = last_component(attribute);
+    int own_class = m.functions()[fn].cls;
     for (const Binding& b : m.bindings()) {
       if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || b.function < 0 || b.function == fn)
         continue;
@@ -488,11 +528,15 @@ class ModuleTensorCache final : public Check {
       const Function& f = m.functions()[b.function];
       if (f.name == "__init__" || m.mentions(b.value, b.name)) continue;
       if (m.value(b.value).grad != Provenance::Detached) continue;
+      bool called = false;
       for (const Call& c : m.calls()) {
         if (call_name(c) != f.name || c.function < 0) continue;
+        called = true;
         int owner = m.functions()[c.function].cls;
         if (owner >= 0 && m.module_class(owner) != ModuleAnswer::No) return true;
       }
+      if (!called && f.cls == own_class && own_class >= 0 && is_self(m, b.function, attribute_object(b.target)))
+        elsewhere.push_back(m.classes()[static_cast<size_t>(own_class)].name + "." + f.name);
     }
     return false;
   }
@@ -569,6 +613,9 @@ class ModuleTensorCache final : public Check {
       }
       return;
     }
+    // A list or a tuple of tensors has no `.detach()`: no edit is right.
+    Value value = m.value(v);
+    if (value.kind == ValueKind::Container || (value.parts && value.kind != ValueKind::Tensor)) return;
     auto e = append_call_edits(m, v, ".detach()");
     edits.insert(edits.end(), e.begin(), e.end());
   }
