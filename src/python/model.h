@@ -47,6 +47,13 @@ struct Value {
   const Model* home = nullptr;
   std::shared_ptr<const ValueParts> parts;
 
+  // The same value as an instance of class `index` of `model` (null: the file asking).
+  Value with_class(int index, const Model* model) const {
+    Value out = *this;
+    out.cls = index;
+    out.home = model;
+    return out;
+  }
   // Whether the value, or something it holds, is on an accelerator.
   bool on_accelerator() const;
   // The same, counting only tensors of more than one element: a loss or a
@@ -450,6 +457,13 @@ class Model {
                                              const ValueEnv* env, int depth) const;
   // The values of a call's arguments, as seen from another file (false when
   // a `*args` or `**kwargs` hides which parameter gets what).
+  // An instance of the class `class_expr` names, of this file or (imported)
+  // of another file of the project; nullopt for any other class.
+  std::optional<Value> class_instance(TSNode class_expr) const;
+  // What `use` (a name bound by `b`) is known to be an instance of from an
+  // `assert isinstance(...)` before it, an `if isinstance(...):` around it,
+  // or (with `annotations`) the annotation of the parameter binding it.
+  std::optional<Value> narrowed_instance(TSNode use, const Binding& b, bool annotations) const;
   bool argument_values(TSNode args, const ValueEnv* env, int depth, std::vector<Value>& positional,
                        std::vector<std::pair<std::string, Value>>& keywords) const;
   std::optional<ForeignDefinition> resolve_foreign(const std::string& dotted, int level, int hops) const;

@@ -32,6 +32,7 @@ constexpr KindName kKindNames[] = {
     {"generator_expression", Kind::GeneratorExpression},
     {"for_in_clause", Kind::ForInClause},
     {"if_statement", Kind::IfStatement},
+    {"assert_statement", Kind::AssertStatement},
     {"if_clause", Kind::IfClause},
     {"else_clause", Kind::ElseClause},
     {"elif_clause", Kind::ElifClause},

@@ -31,6 +31,7 @@ enum class Kind : uint8_t {
   GeneratorExpression,
   ForInClause,
   IfStatement,
+  AssertStatement,
   IfClause,
   ElseClause,
   ElifClause,

@@ -418,6 +418,14 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
         v.grad = Provenance::Detached;
         return v;
       }
+      if (object.cls >= 0) {  // a property of a project class: what its getter returns
+        const Model& home = object.home ? *object.home : *this;
+        const Function* getter = home.find_method(object.cls, attr);
+        int level = env ? env->level : 0;
+        if (getter && level < kMaxCallLevel &&
+            home.function_has_decorator(static_cast<int>(getter - home.functions_.data()), "property"))
+          return rehome(home.returns_given(*getter, {}, {}, level + 1), &home, this);
+      }
       if (object.kind == ValueKind::Module) {  // a submodule, a parameter or a buffer
         Value v = facets(Provenance::Unknown, object.device, ValueKind::Unknown);
         if (is_module_instance(expr)) v.kind = ValueKind::Module;
@@ -446,6 +454,13 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
         Value stored = stored_into(name, b, start_byte(expr), fn, env, depth);
         if (stored.parts) v = join(v, stored);
       }
+      if (v.cls < 0) {
+        // `assert isinstance(x, C)`, `if isinstance(x, C):`, `x: C`: an
+        // instance of a project class (the annotation only where nothing
+        // else is known).
+        if (auto instance = narrowed_instance(expr, *b, v.kind == ValueKind::Unknown || v.kind == ValueKind::Other))
+          v = *instance;
+      }
       if (v.kind == ValueKind::Unknown && is_module_instance(expr)) v.kind = ValueKind::Module;
       if (v.kind == ValueKind::Module && v.device != Device::Accelerator && module_moved_in_place(name, fn))
         v.device = Device::Accelerator;
@@ -453,6 +468,67 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
     }
     default: return {};
   }
+}
+
+std::optional<Value> Model::class_instance(TSNode class_expr) const {
+  class_expr = unparenthesize(class_expr);
+  if (kind_of(class_expr) == Kind::Identifier) {
+    if (const Class* k = find_class(text(class_expr)); k && k->function < 0) {
+      int cls = static_cast<int>(k - classes_.data());
+      return facets(Provenance::Unknown, Device::Unknown, class_is_module(cls) ? ValueKind::Module : ValueKind::Other)
+          .with_class(cls, nullptr);
+    }
+  }
+  if (kind_of(class_expr) != Kind::Identifier && kind_of(class_expr) != Kind::Attribute) return std::nullopt;
+  auto def = foreign_definition(class_expr);
+  if (!def || def->cls < 0) return std::nullopt;
+  return facets(Provenance::Unknown, Device::Unknown,
+                def->model->class_is_module(def->cls) ? ValueKind::Module : ValueKind::Other)
+      .with_class(def->cls, def->model);
+}
+
+std::optional<Value> Model::narrowed_instance(TSNode use, const Binding& b, bool annotations) const {
+  std::string_view name = text(use);
+  // `isinstance(name, C)` as `test`, or one operand of an `and` in it.
+  auto tested = [&](TSNode test, auto& self) -> std::optional<Value> {
+    test = unparenthesize(test);
+    if (kind_of(test) == Kind::BooleanOperator && text(field(test, "operator")) == "and") {
+      if (auto v = self(field(test, "left"), self)) return v;
+      return self(field(test, "right"), self);
+    }
+    if (kind_of(test) != Kind::Call || text(field(test, "function")) != "isinstance") return std::nullopt;
+    Call c{};
+    c.args = field(test, "arguments");
+    TSNode subject = unparenthesize(positional_argument(c, 0));
+    if (kind_of(subject) != Kind::Identifier || text(subject) != name) return std::nullopt;
+    return class_instance(positional_argument(c, 1));
+  };
+  // Walk out from the use to its function: an assert before it in an
+  // enclosing block, or an `if` whose body holds it, after the binding.
+  TSNode child = use;
+  for (TSNode n = ts_node_parent(use); !is_null(n); child = n, n = ts_node_parent(n)) {
+    Kind k = kind_of(n);
+    if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) break;
+    if (k == Kind::Block) {
+      for (TSNode s = ts_node_prev_named_sibling(child); !is_null(s); s = ts_node_prev_named_sibling(s)) {
+        if (start_byte(s) < b.end) break;
+        if (kind_of(s) == Kind::AssertStatement && ts_node_named_child_count(s) > 0)
+          if (auto v = tested(ts_node_named_child(s, 0), tested)) return v;
+      }
+    } else if (k == Kind::IfStatement && ts_node_eq(child, field(n, "consequence")) && start_byte(n) >= b.end) {
+      if (auto v = tested(field(n, "condition"), tested)) return v;
+    }
+    if (start_byte(n) < b.end) break;  // the binding is inside: nothing before it narrows
+  }
+  // A parameter annotated with a project class.
+  if (annotations && b.kind == BindingKind::Parameter && !is_null(b.target)) {
+    TSNode param = ts_node_parent(b.target);
+    if (!is_null(param) && (kind_of(param) == Kind::TypedParameter || kind_of(param) == Kind::TypedDefaultParameter)) {
+      TSNode type = field(param, "type");
+      if (!is_null(type) && ts_node_named_child_count(type) == 1) return class_instance(ts_node_named_child(type, 0));
+    }
+  }
+  return std::nullopt;
 }
 
 Value Model::stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,

@@ -1407,6 +1407,49 @@ class Runner:
   EXPECT_FALSE(p.last("host").on_accelerator());  // the same helper, called with "cpu"
 }
 
+TEST(ModelValue, IsinstanceAndAnnotationsNarrowToAClassWhosePropertiesAreEvaluated) {
+  Program p(R"(
+import torch
+
+class Sparse:
+    def __init__(self, features, indices):
+        self.features = features
+        self.indices = indices
+
+    @property
+    def density(self):
+        return self.indices.shape[0] / 1000
+
+def by_assert(x):
+    assert isinstance(x, Sparse)
+    asserted = x.density
+    return asserted
+
+def by_branch(x, other):
+    if other and isinstance(x, Sparse):
+        branched = x.density
+        return branched
+    unknown = x.density
+    return unknown
+
+def by_annotation(x: Sparse):
+    annotated = x.density
+    return annotated
+
+def rebound_after_assert(x, y):
+    assert isinstance(x, Sparse)
+    x = y
+    rebound = x.density
+    return rebound
+)");
+  // The getter computes from shapes: no history.
+  EXPECT_EQ(p.last("asserted").grad, Provenance::Detached);
+  EXPECT_EQ(p.last("branched").grad, Provenance::Detached);
+  EXPECT_EQ(p.last("annotated").grad, Provenance::Detached);
+  EXPECT_NE(p.last("unknown").grad, Provenance::Detached);  // outside the branch nothing is known
+  EXPECT_NE(p.last("rebound").grad, Provenance::Detached);  // the assert was about the previous value
+}
+
 TEST(ModelValue, ModulesFromConstructionAndMovesAndParametersFromCallSites) {
   Program p(R"(
 import torch
