@@ -32,6 +32,8 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -235,7 +237,10 @@ class EvalWithoutNoGrad final : public Check {
     const Model& m = ctx.model();
     // The grad states already recorded per name, one bit each: the names
     // are views into the model's calls, which outlive this function.
-    std::unordered_map<std::string_view, unsigned> seen;
+    // Each fact also names the file defining the callee when the engine
+    // can tell (empty otherwise): a call of another file's `main` is no
+    // call of this one.
+    std::map<std::pair<std::string_view, std::string>, unsigned> seen;
     for (const Call& c : m.calls()) {
       if (c.callee.empty()) continue;
       std::string_view name = last_component(c.callee);
@@ -243,11 +248,12 @@ class EvalWithoutNoGrad final : public Check {
       if (c.function >= 0 && m.functions()[c.function].name == name) continue;
       GradState g = m.grad_state(start_byte(c.node));
       unsigned bit = 1u << static_cast<unsigned>(g);
-      unsigned& states = seen[name];
+      std::string target = m.callee_file(c);
+      unsigned& states = seen[{name, target}];
       if (states & bit) continue;
       states |= bit;
       std::string state = g == GradState::Enabled ? "enabled" : g == GradState::Disabled ? "disabled" : "maybe";
-      ctx.fact("call-site", std::string(name), c.node, {std::move(state)});
+      ctx.fact("call-site", std::string(name), c.node, {std::move(state), std::move(target)});
     }
   }
 
@@ -555,8 +561,11 @@ class EvalWithoutNoGrad final : public Check {
       return;
     }
     std::string name = m.functions()[fn].name;
-    ctx.defer(std::move(d), [name](const ProjectIndex& index, Diagnostic& diag) {
-      std::vector<const Fact*> sites = index.find("call-site", name);
+    std::string here = std::filesystem::path(ctx.path()).lexically_normal().string();
+    ctx.defer(std::move(d), [name, here](const ProjectIndex& index, Diagnostic& diag) {
+      std::vector<const Fact*> sites;
+      for (const Fact* f : index.find("call-site", name))
+        if (f->values.size() < 2 || f->values[1].empty() || f->values[1] == here) sites.push_back(f);
       if (sites.empty()) return true;
       for (const Fact* f : sites) {
         if (f->values.empty() || f->values.front() != "enabled") continue;

@@ -327,6 +327,12 @@ class Model {
   // The calls whose call_name is `name`, by index into calls(), in source order.
   const std::vector<int>& calls_named(std::string_view name) const;
 
+  // The file defining what `c` calls, as a normal path, when the engine can
+  // tell: a function or class of this file or, through an import, of
+  // another file of the project; a method of `self`'s class or of an object
+  // of a known project class. Empty when not known.
+  std::string callee_file(const Call& c) const;
+
   // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class,
   // `x.f(...)` on an instance of its class (`meter = Average()`).
   std::vector<const Call*> call_sites(const Function& f) const;

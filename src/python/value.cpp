@@ -8,6 +8,7 @@
 // models, and the batches frameworks pass to their hooks. Autograd history
 // comes from Model::provenance where the structure says nothing more.
 #include <algorithm>
+#include <filesystem>
 #include <array>
 #include <cctype>
 #include <unordered_map>
@@ -1318,6 +1319,34 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
 
 // ---------------------------------------------------------------------------
 // Loops that run a model over items.
+
+std::string Model::callee_file(const Call& c) const {
+  if (path_.empty()) return {};
+  auto normal = [](const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); };
+  TSNode func = unparenthesize(c.func);
+  if (kind_of(func) == Kind::Identifier) {
+    std::string_view name = text(func);
+    const Binding* b = reaching(name, start_byte(func), c.function);
+    if (!b || b->kind != BindingKind::Import) {
+      if ((!b || b->function < 0) && (find_function(name) || find_class(name))) return normal(path_);
+      return {};
+    }
+  }
+  if (kind_of(func) == Kind::Attribute && !is_null(c.receiver)) {
+    TSNode receiver = unparenthesize(c.receiver);
+    if (kind_of(receiver) == Kind::Identifier && text(receiver) == "self" && c.function >= 0) {
+      int cls = functions_[c.function].cls;
+      return cls >= 0 && find_method(cls, c.method) ? normal(path_) : std::string();
+    }
+    Value object = value(receiver);
+    if (object.cls >= 0) {
+      const Model& home = object.home ? *object.home : *this;
+      return home.find_method(object.cls, c.method) ? normal(home.path_) : std::string();
+    }
+  }
+  if (auto def = foreign_definition(func); def && (def->function || def->cls >= 0)) return normal(def->model->path_);
+  return {};
+}
 
 bool Model::runs_module(const Call& c) const {
   if (value(c.func).kind == ValueKind::Module) return true;
