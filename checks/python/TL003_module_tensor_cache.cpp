@@ -315,8 +315,9 @@ class ModuleTensorCache final : public Check {
       const Function& f = m.functions()[c.function];
       if (f.cls < 0 || f.name == "__init__" || !is_self(m, c.function, attribute_object(unparenthesize(c.receiver))))
         continue;
+      if (m.module_class(f.cls) == ModuleAnswer::No) continue;
       Value receiver = m.value(c.receiver);
-      if (!receiver.home || receiver.cls < 0 || m.module_class(f.cls) == ModuleAnswer::No) continue;
+      if (!receiver.home || receiver.cls < 0) continue;
       const Class& held = receiver.home->classes()[static_cast<size_t>(receiver.cls)];
       ctx.fact("owner-calls", held.name + "." + c.method, c.node, {normal_path(receiver.home->path())});
     }

@@ -843,6 +843,7 @@ std::string Model::resolve_alias(std::string_view local) const {
 }
 
 std::optional<ForeignDefinition> Model::foreign_import(std::string_view local) const {
+  if (!resolves_imports_ || path_.empty()) return std::nullopt;
   auto alias = aliases_.find(local);
   if (alias == aliases_.end()) return std::nullopt;
   auto level = import_levels_.find(local);
@@ -894,10 +895,19 @@ std::optional<ForeignDefinition> Model::foreign_definition(TSNode expr) const {
 std::optional<ForeignDefinition> Model::resolve_foreign(const std::string& dotted, int level, int hops) const {
   constexpr int kMaxHops = 3;  // re-exports followed: `from .model import Net` in __init__.py
   if (path_.empty() || hops > kMaxHops) return std::nullopt;
+  if (hops == 0) {
+    std::string key = std::to_string(level) + ":" + dotted;
+    if (auto it = foreign_cache_.find(key); it != foreign_cache_.end()) return it->second;
+    auto def = resolve_foreign(dotted, level, 1);
+    foreign_cache_.emplace(std::move(key), def);
+    return def;
+  }
   size_t dot = dotted.rfind('.');
   std::string module = dot == std::string::npos ? std::string() : dotted.substr(0, dot);
   std::string name = dot == std::string::npos ? dotted : dotted.substr(dot + 1);
   if (module.empty() && level == 0) return std::nullopt;
+  // A submodule (`from . import functional`) defines nothing by that name: no file is read.
+  if (!find_module_file(path_, dotted, level).empty()) return std::nullopt;
   std::string file = find_module_file(path_, module, level);
   if (file.empty()) return std::nullopt;
   const Model* other = foreign_model(file, config_);
@@ -922,7 +932,8 @@ std::optional<ForeignDefinition> Model::resolve_foreign(const std::string& dotte
     auto alias = other->aliases_.find(name);
     if (alias == other->aliases_.end()) return std::nullopt;
     auto lv = other->import_levels_.find(name);
-    return other->resolve_foreign(alias->second, lv == other->import_levels_.end() ? 0 : lv->second, hops + 1);
+    return other->resolve_foreign(alias->second, lv == other->import_levels_.end() ? 0 : lv->second,
+                                  std::max(hops, 1) + 1);
   }
   if (last->kind != BindingKind::Assign) return std::nullopt;
   def.binding = last;

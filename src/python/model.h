@@ -328,9 +328,9 @@ class Model {
   const std::vector<int>& calls_named(std::string_view name) const;
 
   // The file defining what `c` calls, as a normal path, when the engine can
-  // tell: a function or class of this file or, through an import, of
-  // another file of the project; a method of `self`'s class or of an object
-  // of a known project class. Empty when not known.
+  // tell cheaply: a function or class of this file or, through an import
+  // (`helpers.f`), of another file of the project; a method of `self`'s
+  // class. Empty when not known (another object's method).
   std::string callee_file(const Call& c) const;
 
   // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class,
@@ -513,6 +513,10 @@ class Model {
   NameMap<std::string> aliases_;
   NameMap<int> import_levels_;  // leading dots of a relative import, by local name
   mutable signed char imports_project_ = -1;  // imports_project_files(): -1 not asked yet
+  // resolve_foreign's answers, by "level:dotted name" (the foreign models
+  // live for the whole analysis of this file).
+  mutable std::unordered_map<std::string, std::optional<ForeignDefinition>> foreign_cache_;
+  mutable std::vector<signed char> isinstance_tests_;  // per function: -1 not asked, else whether it calls isinstance
   NameMap<std::vector<int>> bindings_by_name_;
   // What reaching() needs of a name bound many times (`total += loss` on
   // 20,000 lines), built on its first question so that each answer is a

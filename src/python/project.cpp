@@ -1,12 +1,14 @@
 #include "python/project.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <list>
 #include <memory>
 #include <sstream>
 #include <system_error>
+#include <unordered_map>
 #include <vector>
 
 #include "python/model.h"
@@ -26,11 +28,27 @@ bool is_file(const fs::path& p) {
   return fs::is_regular_file(p, ec);
 }
 
+// What the file system said, remembered per thread for a second at most
+// (begin_file_analysis forgets older answers): the files of one run ask
+// about the same directories, and an editor's next run sees new files.
+std::unordered_map<std::string, bool>& project_roots() {
+  thread_local std::unordered_map<std::string, bool> roots;
+  return roots;
+}
+
+std::chrono::steady_clock::time_point& remembered_since() {
+  thread_local std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now();
+  return since;
+}
+
 bool is_project_root(const fs::path& dir) {
+  auto& known = project_roots();
+  auto [it, fresh] = known.try_emplace(dir.string(), false);
+  if (!fresh) return it->second;
   std::error_code ec;
   for (const char* marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
-    if (fs::exists(dir / marker, ec)) return true;
-  return false;
+    if (fs::exists(dir / marker, ec)) it->second = true;
+  return it->second;
 }
 
 // `dir/a/b.py` or `dir/a/b/__init__.py` for module "a.b"; "" names the package `dir` itself.
@@ -77,10 +95,38 @@ std::list<Kept>& kept() {
   return k;
 }
 
+std::unordered_map<std::string, std::string>& found_modules() {
+  thread_local std::unordered_map<std::string, std::string> found;
+  return found;
+}
+
+std::string locate_module(std::string_view importer, std::string_view module, int level);
+
 }  // namespace
 
 std::string find_module_file(std::string_view importer, std::string_view module, int level) {
   if (importer.empty()) return {};
+  // Asked for every imported call of every file: remembered per thread, by
+  // the importer's directory (what the answer depends on), module and level.
+  size_t slash = importer.rfind('/');
+  std::string key(slash == std::string_view::npos ? std::string_view(".") : importer.substr(0, slash));
+  key += '\0';
+  key += module;
+  key += '\0';
+  key += static_cast<char>('0' + std::min(level, 9));
+  auto& known = found_modules();
+  auto it = known.find(key);
+  if (it == known.end()) it = known.emplace(std::move(key), locate_module(importer, module, level)).first;
+  const std::string& found = it->second;
+  // Never the importer itself (`import train` in train.py).
+  if (found.empty() || fs::path(found).filename() != fs::path(std::string(importer)).filename()) return found;
+  if (found == fs::path(std::string(importer)).lexically_normal().string()) return {};
+  return found;
+}
+
+namespace {
+
+std::string locate_module(std::string_view importer, std::string_view module, int level) {
   fs::path from = fs::path(std::string(importer)).parent_path();
   if (from.empty()) from = ".";
   std::string found;
@@ -107,11 +153,10 @@ std::string find_module_file(std::string_view importer, std::string_view module,
     fs::path dir = from;
     for (int i = 0; i <= levels && found.empty(); ++i, dir /= "..") found = module_in(dir, module);
   }
-  if (found.empty()) return {};
-  std::error_code ec;
-  if (fs::equivalent(fs::path(found), fs::path(std::string(importer)), ec)) return {};
   return found;
 }
+
+}  // namespace
 
 const Model* foreign_model(const std::string& path, const Config& config) {
   std::list<Kept>& list = kept();
@@ -149,13 +194,22 @@ const Model* foreign_model(const std::string& path, const Config& config) {
       entry.model.reset();
     }
   }
-  while (list.size() > kMaxKept) list.pop_back();
   return entry.model.get();
 }
 
 void begin_file_analysis() {
-  for (Kept& k : kept())
+  std::list<Kept>& list = kept();
+  for (Kept& k : list)
     if (k.model) k.model->forget_answers();
+  // Evicted only here, between two files: during a file's analysis its
+  // values may point into any model it has used.
+  while (list.size() > kMaxKept) list.pop_back();
+  auto now = std::chrono::steady_clock::now();
+  if (now - remembered_since() > std::chrono::seconds(1)) {
+    found_modules().clear();
+    project_roots().clear();
+    remembered_since() = now;
+  }
 }
 
 }  // namespace torchleak::python

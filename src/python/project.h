@@ -34,7 +34,8 @@ const Model* foreign_model(const std::string& path, const Config& config);
 
 // Starts the analysis of a file on this thread: the kept models forget the
 // answers computed for the previous file, so that what a file is told never
-// depends on which files the thread analyzed before.
+// depends on which files the thread analyzed before; what the file system
+// said about directories is asked again when it is more than a second old.
 void begin_file_analysis();
 
 }  // namespace torchleak::python

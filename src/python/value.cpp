@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "python/model.h"
+#include "python/project.h"
 
 namespace torchleak::python {
 
@@ -506,8 +507,15 @@ std::optional<Value> Model::narrowed_instance(TSNode use, const Binding& b, bool
   };
   // Walk out from the use to its function: an assert before it in an
   // enclosing block, or an `if` whose body holds it, after the binding.
+  // Only in a function that tests isinstance at all (ts_node_parent walks
+  // down from the root: too slow to ask for every name).
+  int fn = function_at(start_byte(use));
+  if (fn >= 0 && isinstance_tests_.empty()) isinstance_tests_.assign(functions_.size(), -1);
+  if (fn >= 0 && isinstance_tests_[fn] < 0)
+    isinstance_tests_[fn] = text(functions_[fn].body).find("isinstance") != std::string_view::npos ? 1 : 0;
   TSNode child = use;
-  for (TSNode n = ts_node_parent(use); !is_null(n); child = n, n = ts_node_parent(n)) {
+  for (TSNode n = fn >= 0 && isinstance_tests_[fn] ? ts_node_parent(use) : TSNode{}; !is_null(n);
+       child = n, n = ts_node_parent(n)) {
     Kind k = kind_of(n);
     if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) break;
     if (k == Kind::Block) {
@@ -522,8 +530,8 @@ std::optional<Value> Model::narrowed_instance(TSNode use, const Binding& b, bool
     if (start_byte(n) < b.end) break;  // the binding is inside: nothing before it narrows
   }
   // A parameter annotated with a project class.
-  if (annotations && b.kind == BindingKind::Parameter && !is_null(b.target)) {
-    TSNode param = ts_node_parent(b.target);
+  if (annotations && b.kind == BindingKind::Parameter && !is_null(b.statement)) {
+    TSNode param = b.statement;
     if (!is_null(param) && (kind_of(param) == Kind::TypedParameter || kind_of(param) == Kind::TypedDefaultParameter)) {
       TSNode type = field(param, "type");
       if (!is_null(type) && ts_node_named_child_count(type) == 1) return class_instance(ts_node_named_child(type, 0));
@@ -1338,14 +1346,37 @@ std::string Model::callee_file(const Call& c) const {
       int cls = functions_[c.function].cls;
       return cls >= 0 && find_method(cls, c.method) ? normal(path_) : std::string();
     }
-    Value object = value(receiver);
-    if (object.cls >= 0) {
-      const Model& home = object.home ? *object.home : *this;
-      return home.find_method(object.cls, c.method) ? normal(home.path_) : std::string();
-    }
+    // Another object's method: not asked of the value engine, which would
+    // evaluate every receiver of the file.
+    TSNode root = receiver;
+    while (kind_of(root) == Kind::Attribute) root = unparenthesize(attribute_object(root));
+    const Binding* b = kind_of(root) == Kind::Identifier ? reaching(text(root), start_byte(root), c.function) : nullptr;
+    if (!b || b->kind != BindingKind::Import) return {};
   }
-  if (auto def = foreign_definition(func); def && (def->function || def->cls >= 0)) return normal(def->model->path_);
-  return {};
+  // Through an import: the module file that defines the name, found without
+  // reading it (this is asked for every call of the file). A package's
+  // __init__.py may only re-export the name from elsewhere: not known.
+  TSNode root = func;
+  std::vector<std::string_view> parts;
+  while (kind_of(root) == Kind::Attribute) {
+    parts.push_back(text(attribute_name(root)));
+    root = unparenthesize(attribute_object(root));
+  }
+  if (kind_of(root) != Kind::Identifier) return {};
+  const Binding* b = reaching(text(root), start_byte(root), c.function);
+  auto alias = aliases_.find(text(root));
+  if (!b || b->kind != BindingKind::Import || alias == aliases_.end()) return {};
+  std::string dotted = alias->second;
+  for (size_t i = parts.size(); i-- > 0;) (dotted += '.') += parts[i];
+  auto level = import_levels_.find(text(root));
+  int dots = level == import_levels_.end() ? 0 : level->second;
+  size_t dot = dotted.rfind('.');
+  if (dot == std::string::npos && dots == 0) return {};
+  std::string module = dot == std::string::npos ? std::string() : dotted.substr(0, dot);
+  if (!find_module_file(path_, dotted, dots).empty()) return {};  // a submodule, not a definition
+  std::string file = find_module_file(path_, module, dots);
+  if (file.empty() || std::filesystem::path(file).filename() == "__init__.py") return {};
+  return normal(file);
 }
 
 bool Model::runs_module(const Call& c) const {
