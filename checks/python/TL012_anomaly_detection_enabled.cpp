@@ -70,6 +70,16 @@ class AnomalyDetectionEnabled final : public Check {
                                                    "backward result, which slows training several times over");
       d.help = keyword.empty() ? "enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`"
                                : fmt::format("enable it only while debugging: `{}=args.debug`", keyword);
+      // In a class a registry registers (`@HOOKS.register_module()`): it
+      // runs only if a configuration of the project names it.
+      int cls = m.class_of_function(c.function);
+      if (m.registered_class(cls)) {
+        std::string name = m.classes()[static_cast<size_t>(cls)].name;
+        ctx.defer(std::move(d), [name](const ProjectIndex& index, Diagnostic&) {
+          return !index.find("config-type", name).empty();
+        });
+        continue;
+      }
       ctx.report(std::move(d));
     }
   }

@@ -104,6 +104,29 @@ class PythonFrontend final : public LanguageFrontend {
     ts_parser_delete(parser);
     return ok;
   }
+  // The classes configurations name for the library models' registries
+  // ("config-type": `dict(type="DetectAnomalyHook")`): a registered class
+  // runs only where one does.
+  static void config_facts(const Model& model, const std::string& path, FileResult& out) {
+    const auto& keys = model.library().registry_keys();
+    if (keys.empty()) return;
+    for (int index : model.calls_named("dict")) {
+      const Call& c = model.calls()[static_cast<size_t>(index)];
+      if (c.callee != "dict") continue;
+      for (const std::string& key : keys) {
+        TSNode v = model.keyword_argument(c, key);
+        if (is_null(v) || kind_of(v) != Kind::String) continue;
+        // A plain literal: no prefix (f-strings, bytes), no escapes.
+        std::string_view text = model.text(v);
+        if (text.size() < 2 || (text.front() != '"' && text.front() != '\'') || text.back() != text.front() ||
+            text.find('\\') != std::string_view::npos)
+          continue;
+        std::string_view name = text.substr(1, text.size() - 2);
+        out.facts.push_back({"config-type", std::string(name), path, ts_node_start_point(c.node).row + 1, {}});
+      }
+    }
+  }
+
   // Which classes the project trains: "constructed-by" (a class name, the
   // class of the file whose methods construct it, or "" for code outside
   // classes) and "trained-here" (a class defined or constructed in a file
@@ -142,6 +165,7 @@ class PythonFrontend final : public LanguageFrontend {
       out.facts.push_back({"class", c.name, file.path, ts_node_start_point(c.node).row + 1, c.bases});
     }
     training_facts(model, file.path, out);
+    config_facts(model, file.path, out);
     // Comments that may hold suppressions, for the engine to apply.
     for (TSNode c : model.comments()) {
       if (!may_hold_directive(model.text(c))) continue;

@@ -256,6 +256,22 @@ class ModelFileReader {
     }
   }
 
+  void registry(const toml::table& t, std::string_view where) {
+    LibraryModels::Registry r;
+    for (const auto& [k, node] : t) {
+      std::string key(k.str());
+      std::string at = fmt::format("{}.{}", where, key);
+      if (key == "decorators") r.decorators = strings(node, at);
+      else if (key == "config-key") r.key = string(node, at);
+      else unknown(k, where, "decorators, config-key");
+    }
+    if (r.decorators.empty()) fail(t, where, "needs `decorators`, the registering decorators' names (globs)");
+    if (r.key.empty()) fail(t, where, "needs `config-key`, the key under which a configuration names a class");
+    if (std::find(out_.registry_keys_.begin(), out_.registry_keys_.end(), r.key) == out_.registry_keys_.end())
+      out_.registry_keys_.push_back(r.key);
+    out_.registries_.push_back(std::move(r));
+  }
+
   void read(std::string_view text) {
     toml::table root;
     try {
@@ -273,7 +289,7 @@ class ModelFileReader {
           if (from.empty()) fail(an, key, "an alias needs a non-empty name");
           out_.aliases_[from] = string(an, fmt::format("aliases.\"{}\"", from));
         }
-      } else if (key == "calls" || key == "classes" || key == "hooks") {
+      } else if (key == "calls" || key == "classes" || key == "hooks" || key == "registries") {
         const toml::array* arr = node.as_array();
         if (!arr) fail(node, key, fmt::format("must be an array of tables ([[{}]])", key));
         for (size_t i = 0; i < arr->size(); ++i) {
@@ -281,10 +297,11 @@ class ModelFileReader {
           const toml::table& t = table(*arr->get(i), where);
           if (key == "calls") call(t, where);
           else if (key == "classes") cls(t, where);
+          else if (key == "registries") registry(t, where);
           else hook(t, where);
         }
       } else {
-        fail(k.source(), key, "unknown key (expected one of: library, aliases, calls, classes, hooks)");
+        fail(k.source(), key, "unknown key (expected one of: library, aliases, calls, classes, hooks, registries)");
       }
     }
   }
@@ -443,6 +460,13 @@ const HookModel* LibraryModels::hook(std::string_view base, std::string_view met
 
 bool LibraryModels::has_hooks(std::string_view base) const {
   return hook_classes_.count(base) > 0 || hook_classes_.count(canonical(base)) > 0;
+}
+
+const std::string* LibraryModels::registry_key(std::string_view qualified_decorator) const {
+  for (const Registry& r : registries_)
+    for (const std::string& pattern : r.decorators)
+      if (glob_match(pattern, qualified_decorator)) return &r.key;
+  return nullptr;
 }
 
 }  // namespace torchleak

@@ -160,6 +160,14 @@ class LibraryModels {
   bool may_set_grad_mode(std::string_view name) const { return has_effect(name, kGradMode); }
   bool may_switch_anomaly_detection(std::string_view name) const { return has_effect(name, kAnomalyDetection); }
 
+  // Registries (`[[registries]]`): the configuration key that names a class
+  // registered by the decorator `qualified` (`@HOOKS.register_module()`:
+  // "type", as in `dict(type="MyHook")`), or null when no registry's
+  // decorator pattern matches.
+  const std::string* registry_key(std::string_view qualified_decorator) const;
+  // Every configuration key of the registries ("type"), for collecting the names configurations give.
+  const std::vector<std::string>& registry_keys() const { return registry_keys_; }
+
 
  private:
   friend class ModelFileReader;
@@ -184,6 +192,12 @@ class LibraryModels {
   }
   void note_effects(const std::string& name, const CallModel& m);
   ModelNameMap<unsigned> effect_names_;  // last component -> effects
+  struct Registry {
+    std::vector<std::string> decorators;  // glob patterns on qualified names
+    std::string key;                      // the configuration key naming a class
+  };
+  std::vector<Registry> registries_;
+  std::vector<std::string> registry_keys_;
 };
 
 }  // namespace torchleak

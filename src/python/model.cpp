@@ -402,6 +402,15 @@ struct Model::Builder {
       std::string q = m.qualify(b);
       if (!q.empty()) c.bases.push_back(std::move(q));
     }
+    TSNode parent = ancestors.empty() ? TSNode{} : ancestors.back();
+    if (kind_of(parent) == Kind::DecoratedDefinition) {
+      for_each_named_child(parent, [&](TSNode d) {
+        if (kind_of(d) != Kind::Decorator) return;
+        TSNode e = ts_node_named_child(d, 0);
+        if (kind_of(e) == Kind::Call) e = field(e, "function");
+        c.decorators.push_back(m.qualify(e));
+      });
+    }
     int index = static_cast<int>(m.classes_.size());
     m.classes_.push_back(std::move(c));
     stack.push_back({FrameKind::Class, index, end_byte(node)});
@@ -1222,6 +1231,12 @@ const HookModel* Model::hook_model(int function) const {
     }
   }
   return nullptr;
+}
+
+bool Model::registered_class(int cls) const {
+  if (cls < 0) return false;
+  const auto& d = classes_[cls].decorators;
+  return std::any_of(d.begin(), d.end(), [&](const std::string& q) { return library().registry_key(q) != nullptr; });
 }
 
 bool Model::function_has_decorator(int function, std::string_view qualified) const {

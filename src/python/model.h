@@ -107,8 +107,9 @@ struct Function {
 struct Class {
   TSNode node{};
   std::string name;
-  std::vector<std::string> bases;  // qualified where an import resolves them
-  int function = -1;               // enclosing function, -1 at module level
+  std::vector<std::string> bases;       // qualified where an import resolves them
+  std::vector<std::string> decorators;  // qualified: "mmcv.runner.HOOKS.register_module"
+  int function = -1;                    // enclosing function, -1 at module level
   std::vector<int> methods;
 };
 
@@ -283,6 +284,10 @@ class Model {
   // (qualified) go to `undecided`, for ProjectIndex::derives_from.
   ModuleAnswer module_class(int cls, std::vector<std::string>* undecided = nullptr) const;
   bool function_has_decorator(int function, std::string_view qualified) const;
+  // Whether a registry of the library models registers the class
+  // (`@HOOKS.register_module()`): it runs only where a configuration names
+  // it (`dict(type="DetectAnomalyHook")`, the "config-type" facts).
+  bool registered_class(int cls) const;
   // The framework hook `function` overrides: a method whose class derives
   // (through bases of this file) from a class the library models give hooks.
   const HookModel* hook_model(int function) const;

@@ -112,6 +112,11 @@ TEST(LibraryModels, Hooks) {
   EXPECT_TRUE(m.call("torch.autograd.detect_anomaly")->anomaly_detection_block);
   EXPECT_TRUE(m.has_hooks("transformers.Trainer"));
   EXPECT_FALSE(m.has_hooks("torch.nn.Module"));
+  // OpenMMLab's registries: a class registered there is named by `type` in configurations.
+  ASSERT_NE(m.registry_key("mmcv.runner.hooks.HOOKS.register_module"), nullptr);
+  EXPECT_EQ(*m.registry_key("mmseg.registry.MODELS.register_module"), "type");
+  EXPECT_EQ(m.registry_key("functools.lru_cache"), nullptr);
+  EXPECT_EQ(m.registry_keys(), std::vector<std::string>{"type"});
 }
 
 TEST(LibraryModels, UserFileExtendsAndOverrides) {
@@ -167,7 +172,12 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
   EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\n"), "inhouse.toml:1:1: classes[0]: needs `kind` or `bases`");
   EXPECT_EQ(load_error("calls = 3\n"), "inhouse.toml:1:9: calls: must be an array of tables ([[calls]])");
   EXPECT_EQ(load_error("functions = []\n"),
-            "inhouse.toml:1:1: functions: unknown key (expected one of: library, aliases, calls, classes, hooks)");
+            "inhouse.toml:1:1: functions: unknown key (expected one of: library, aliases, calls, classes, hooks, "
+            "registries)");
+  EXPECT_EQ(load_error("[[registries]]\ndecorators = [\"corp.REGISTRY.add\"]\n"),
+            "inhouse.toml:1:1: registries[0]: needs `config-key`, the key under which a configuration names a class");
+  EXPECT_EQ(load_error("[[registries]]\nconfig-key = \"type\"\n"),
+            "inhouse.toml:1:1: registries[0]: needs `decorators`, the registering decorators' names (globs)");
   EXPECT_EQ(load_error("[[calls]\n"), "inhouse.toml:1:9: TOML: Error while parsing table header: expected ']', "
                                       "saw '\\n'");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"\"]\n"), "inhouse.toml:2:10: calls[0].names[0]: must be a non-empty string");
