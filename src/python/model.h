@@ -488,6 +488,9 @@ class Model {
   Device device_argument(TSNode arg, const ValueEnv* env, int depth) const;
   bool module_moved_in_place(std::string_view name, int function) const;
   bool used_other_than_called(const Function& f, size_t calls) const;
+  // The grad mode at entry of the forward of module class `cls` that the
+  // file never calls by name: that of the modules holding it (entry_grad).
+  GradState submodule_forward_grad(int cls) const;
   Provenance provenance_at(TSNode expr, int depth) const;
   Provenance binding_provenance(const Binding& b, int depth) const;
   Provenance call_provenance(TSNode call, int depth) const;

@@ -1293,10 +1293,38 @@ GradState Model::entry_grad(int function) const {
       }
     }
     if (state == GradState::Disabled && used_other_than_called(f, sites.size())) state = GradState::Enabled;
+  } else if (sites.empty() && f.name == "forward" && f.cls >= 0 && class_is_module(f.cls)) {
+    state = submodule_forward_grad(f.cls);
   }
   entry_grad_busy_[i] = false;
   entry_grad_[i] = static_cast<signed char>(state);
   return state;
+}
+
+GradState Model::submodule_forward_grad(int cls) const {
+  // The forward of a module that only other modules of the file hold (built
+  // in their methods, `self.attention = Attention(...)`) runs when theirs
+  // do: with grad disabled when every method of every holder but __init__
+  // does (an inference-only model whose forward is decorated with
+  // torch.inference_mode()). Built anywhere else, it may run anywhere.
+  const std::string& name = classes_[cls].name;
+  std::vector<int> holders;
+  for (int index : calls_named(name)) {
+    const Call& c = calls_[static_cast<size_t>(index)];
+    if (c.callee != name) continue;
+    int holder = c.function >= 0 ? functions_[c.function].cls : -1;
+    if (holder < 0 || holder == cls || !class_is_module(holder)) return GradState::Enabled;
+    if (std::find(holders.begin(), holders.end(), holder) == holders.end()) holders.push_back(holder);
+  }
+  if (holders.empty()) return GradState::Enabled;
+  for (int holder : holders) {
+    for (int g : classes_[holder].methods) {
+      const Function& method = functions_[g];
+      if (method.name == "__init__") continue;
+      if (grad_state(start_byte(method.body)) != GradState::Disabled) return GradState::Enabled;
+    }
+  }
+  return GradState::Disabled;
 }
 
 bool Model::used_other_than_called(const Function& f, size_t calls) const {
