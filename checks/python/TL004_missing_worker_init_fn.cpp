@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "checks/python/check.h"
+#include "python/fold.h"
 #include "core/project_index.h"
 
 namespace torchleak::python {
@@ -1235,8 +1236,7 @@ class MissingWorkerInitFn final : public Check {
       if (!is_data_loader(c.callee) || has_splat(m, c)) continue;
       TSNode workers = argument(m, c, "num_workers", 5);
       if (is_null(workers)) continue;
-      std::optional<long long> count = literal_count(m, workers);
-      if (count && *count <= 0) continue;
+      if (no_workers(m, c, workers)) continue;
       TSNode init = argument(m, c, "worker_init_fn", 10);
       if (!is_null(init) && kind_of(unparenthesize(init)) != Kind::None) continue;
       std::vector<SiteDataset> datasets;
@@ -1339,22 +1339,28 @@ class MissingWorkerInitFn final : public Check {
 
   // The literal worker count, following one assignment of a name; nullopt
   // when it is not a literal.
-  static std::optional<long long> literal_count(const Model& m, TSNode n) {
-    n = unparenthesize(n);
-    if (kind_of(n) == Kind::Identifier) {
-      const Binding* b = m.reaching(m.text(n), start_byte(n), m.function_at(start_byte(n)));
-      if (!b || b->kind != BindingKind::Assign || b->element >= 0 || is_null(b->value)) return std::nullopt;
-      n = unparenthesize(b->value);
+  // Whether the loader runs in the main process: num_workers folds to 0 (a
+  // literal, a constant, a constant of another file, a parameter's default)
+  // and, for a parameter, no call of the function in the file passes a value
+  // that may not be 0.
+  static bool no_workers(const Model& m, const Call& c, TSNode workers) {
+    auto count = Folder(m, c.function).integer(workers);
+    if (!count || *count > 0) return false;
+    workers = unparenthesize(workers);
+    if (kind_of(workers) != Kind::Identifier || c.function < 0) return true;
+    const Binding* b = m.reaching(m.text(workers), start_byte(workers), c.function);
+    if (!b || b->kind != BindingKind::Parameter) return true;
+    const Function& f = m.functions()[c.function];
+    auto param = std::find(f.params.begin(), f.params.end(), m.text(workers));
+    size_t position = static_cast<size_t>(param - f.params.begin()) - (f.cls >= 0 ? 1 : 0);
+    for (const Call* site : m.call_sites(f)) {
+      TSNode given = m.keyword_argument(*site, m.text(workers));
+      if (is_null(given)) given = m.positional_argument(*site, static_cast<uint32_t>(position));
+      if (is_null(given)) continue;  // the default
+      auto passed = Folder(m, site->function).integer(given);
+      if (!passed || *passed > 0) return false;
     }
-    if (kind_of(n) != Kind::Integer) return std::nullopt;
-    std::string digits;
-    for (char ch : m.text(n))
-      if (ch != '_') digits += ch;
-    try {
-      return std::stoll(digits, nullptr, 0);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    return true;
   }
 
   // The dataset classes a DataLoader's dataset argument is built from.
