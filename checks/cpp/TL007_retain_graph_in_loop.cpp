@@ -1,6 +1,8 @@
 // TL007 retain-graph-in-loop: backward() with retain_graph = true (or
-// torch::autograd::backward / grad with retain_graph) inside a loop: every
-// iteration's graph, with its saved activations, is kept. Silent when a later
+// torch::autograd::backward / grad with retain_graph) inside a step loop (one
+// over a data loader, or one that steps an optimizer: Semantics::is_batch_loop):
+// every step's graph, with its saved activations, is kept. Silent in loops
+// over heads or losses within a step, and when a later
 // backward() in the same loop runs without retain_graph: the pattern
 // retain_graph exists for (several passes through one graph, the last one
 // releasing it).
@@ -26,8 +28,10 @@ class RetainGraphInLoop final : public Check {
     auto* call = result.Nodes.getNodeAs<CallExpr>("call");
     if (!call || retain_argument(call) < 0 || !retains_graph(call, *result.Context)) return;
     Semantics sem(*result.Context, options);
+    // The innermost loop must be a step loop, as in Python: a loop over
+    // heads or losses inside one step is how several passes share a graph.
     const Stmt* loop = sem.enclosing_loop(call);
-    if (!loop) return;
+    if (!loop || !sem.is_batch_loop(loop)) return;
     for (const CallExpr* later : sem.backward_calls(loop))
       if (later != call && sem.before(call->getBeginLoc(), later->getBeginLoc()) && retain_argument(later) >= 0 &&
           !retains_graph(later, *result.Context))

@@ -57,40 +57,9 @@ class EmptyCacheInLoop final : public Check {
       passed.push_back(loop);
       if (conditional_between(sem.context(), call, loop)) return nullptr;
       if (continues_before(sem, call, passed)) return nullptr;
-      if (is_batch_loop(sem, loop)) return batch_level(sem, loop) ? loop : nullptr;
+      if (sem.is_batch_loop(loop)) return sem.batch_level(loop) ? loop : nullptr;
     }
     return nullptr;
-  }
-
-  static bool is_data_loader(QualType type) {
-    return derives_from(record_of(type), "torch::data::DataLoaderBase");
-  }
-
-  // A loop over a data loader, or one that steps an optimizer, itself or in
-  // a loop nested in it.
-  static bool is_batch_loop(const Semantics& sem, const Stmt* loop) {
-    ASTContext& ctx = sem.context();
-    auto over_loader = match(findAll(cxxForRangeStmt().bind("for")), *loop, ctx);
-    for (const auto& node : over_loader)
-      if (auto* f = node.getNodeAs<CXXForRangeStmt>("for"); f && is_data_loader(f->getRangeInit()->getType()))
-        return true;
-    auto steps = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step")))).bind("step")), *loop, ctx);
-    for (const auto& node : steps)
-      if (auto* s = node.getNodeAs<CXXMemberCallExpr>("step");
-          s && is_optimizer_type(s->getImplicitObjectArgument()->getType(), sem.options()))
-        return true;
-    return false;
-  }
-
-  // A loop runs once per batch when no loop nested in it is over batches.
-  static bool batch_level(const Semantics& sem, const Stmt* loop) {
-    auto nested = match(findAll(stmt(anyOf(forStmt(), cxxForRangeStmt(), whileStmt(), doStmt())).bind("loop")),
-                        *loop, sem.context());
-    for (const auto& node : nested) {
-      const Stmt* inner = node.getNodeAs<Stmt>("loop");
-      if (inner && inner != loop && is_batch_loop(sem, inner)) return false;
-    }
-    return true;
   }
 
   // Whether an if, a switch, a conditional operator, a short-circuit

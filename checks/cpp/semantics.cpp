@@ -1,6 +1,8 @@
 #include "checks/cpp/semantics.h"
 
 #include <clang/AST/ParentMapContext.h>
+#include <clang/ASTMatchers/ASTMatchFinder.h>
+#include <clang/ASTMatchers/ASTMatchers.h>
 #include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Lex/Lexer.h>
 
@@ -261,6 +263,32 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
     parents = ctx_.getParents(p);
   }
   return nullptr;
+}
+
+bool Semantics::is_batch_loop(const Stmt* loop) const {
+  using namespace clang::ast_matchers;
+  auto over_loader = match(findAll(cxxForRangeStmt().bind("for")), *loop, ctx_);
+  for (const auto& node : over_loader)
+    if (auto* f = node.getNodeAs<CXXForRangeStmt>("for");
+        f && derives_from(record_of(f->getRangeInit()->getType()), "torch::data::DataLoaderBase"))
+      return true;
+  auto steps = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step")))).bind("step")), *loop, ctx_);
+  for (const auto& node : steps)
+    if (auto* s = node.getNodeAs<CXXMemberCallExpr>("step");
+        s && is_optimizer_type(s->getImplicitObjectArgument()->getType(), options_))
+      return true;
+  return false;
+}
+
+bool Semantics::batch_level(const Stmt* loop) const {
+  using namespace clang::ast_matchers;
+  auto nested = match(findAll(stmt(anyOf(forStmt(), cxxForRangeStmt(), whileStmt(), doStmt())).bind("loop")), *loop,
+                      ctx_);
+  for (const auto& node : nested) {
+    const Stmt* inner = node.getNodeAs<Stmt>("loop");
+    if (inner && inner != loop && is_batch_loop(inner)) return false;
+  }
+  return true;
 }
 
 const Stmt* Semantics::enclosing_loop(const Stmt* s) const {

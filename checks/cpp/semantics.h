@@ -55,6 +55,12 @@ class Semantics {
   // The innermost loop (for, range-for, while, do) around `s` within its
   // function, or null.
   const clang::Stmt* enclosing_loop(const clang::Stmt* s) const;
+  // Whether `loop` is a step loop: it iterates a LibTorch data loader
+  // (torch::data::DataLoaderBase) or steps an optimizer, itself or in a loop
+  // nested in it. Loops over heads, layers or time steps are not.
+  bool is_batch_loop(const clang::Stmt* loop) const;
+  // Whether a step loop runs once per batch: no loop nested in it is one.
+  bool batch_level(const clang::Stmt* loop) const;
   // The body of the function or lambda `s` is in, or null.
   const clang::Stmt* enclosing_body(const clang::Stmt* s) const;
   const clang::FunctionDecl* enclosing_function(const clang::Stmt* s) const;
