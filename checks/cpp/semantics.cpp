@@ -573,11 +573,21 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
   auto* call = dyn_cast<CallExpr>(e);
   if (!call) return Provenance::Unknown;
   if (grad_state(call) == GradState::Disabled) return Provenance::Detached;
+  // Indices and masks (`argmax`, `multinomial`, `eq`) have nothing to
+  // differentiate: the names models/torch.toml gives `grad = "none"` (the
+  // clang-tidy module, which shares these checks, cannot read the models).
+  auto without_history = [](llvm::StringRef name) {
+    static const std::set<std::string, std::less<>> kNames = {
+        "argmax", "argmin", "argsort", "eq", "ne", "lt", "gt", "le", "ge", "nonzero", "isnan", "isinf",
+        "isfinite", "all", "any", "count_nonzero", "multinomial", "equal", "numel"};
+    return kNames.count(name) > 0;
+  };
   if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
     const CXXMethodDecl* md = m->getMethodDecl();
     if (md && md->getIdentifier() && is_tensor_type(m->getImplicitObjectArgument()->getType())) {
       llvm::StringRef name = md->getName();
       if (name == "detach" || name == "detach_" || name == "data") return Provenance::Detached;
+      if (without_history(name)) return Provenance::Detached;
     }
   }
   if (is_module_call(call)) return Provenance::Attached;
@@ -588,7 +598,12 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
   const FunctionDecl* callee = call->getDirectCallee();
   const NamedDecl* owner = callee;
   if (auto* md = dyn_cast_or_null<CXXMethodDecl>(callee)) owner = md->getParent();
-  if (in_torch_namespace(owner)) return merge_operands(call, depth);
+  if (in_torch_namespace(owner)) {
+    if (callee && callee->getIdentifier() && !isa<CXXMethodDecl>(callee) &&
+        without_history(callee->getName()))
+      return Provenance::Detached;
+    return merge_operands(call, depth);
+  }
   return Provenance::Unknown;
 }
 
