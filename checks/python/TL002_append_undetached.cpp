@@ -239,7 +239,17 @@ class AppendUndetached final : public Check {
 
   // `.item()` for a loss, `.detach().cpu()` for anything else (model outputs
   // kept to the end of an epoch), element by element for a list.
+  // A dict of tensors (a step's output dict): it has no `.detach()` either.
+  static bool holds_dict(const Model& m, TSNode value) {
+    Value v = m.value(value);
+    return v.parts && !v.parts->fields.empty() && v.parts->items.empty() && v.kind != ValueKind::Tensor;
+  }
+
   static std::string help_for(const Model& m, TSNode value) {
+    if (holds_dict(m, value))
+      return fmt::format("store a copy with its tensors detached: `{{k: v.detach() for k, v in {}.items()}}` (for "
+                         "nested dicts, detach each one's tensors)",
+                         code_snippet(m, value));
     if (holds_list(m, value)) {
       std::string name(m.text(value));
       return looks_like_loss(m, value) ? fmt::format("store `[t.item() for t in {}]`", name)
@@ -262,11 +272,11 @@ class AppendUndetached final : public Check {
     d.help = help_for(m, first);
     // `.detach()` keeps values, dtype and device, but a reader the check
     // cannot see (another method, a caller, another file) may differentiate
-    // through the stored tensors: the fix is unsafe. A name holding a list has
-    // no `.detach()`: no fix then.
+    // through the stored tensors: the fix is unsafe. A name holding a list or
+    // a dict has no `.detach()`: no fix then.
     std::vector<Edit> edits;
     for (TSNode leaf : leaves) {
-      if (holds_list(m, leaf)) continue;
+      if (holds_list(m, leaf) || holds_dict(m, leaf)) continue;
       for (Edit& e : append_call_edits(m, attached_operand(m, leaf), ".detach()")) edits.push_back(std::move(e));
     }
     if (!edits.empty()) {

@@ -482,8 +482,10 @@ class Model {
   // `call`'s arguments, evaluated in `caller`'s binding.
   void bind_arguments(const Function& f, bool method, const Call& call, const ValueEnv* caller, int depth,
                       ValueEnv& inner) const;
+  // `replaced` (when given) receives the string-keyed stores that replace a
+  // field on every path from the binding to `use`, in source order.
   Value stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
-                    int depth) const;
+                    int depth, std::vector<std::pair<std::string, Value>>* replaced = nullptr) const;
   Device moved_to(TSNode call, const ValueEnv* env, int depth) const;
   Device device_argument(TSNode arg, const ValueEnv* env, int depth) const;
   bool module_moved_in_place(std::string_view name, int function) const;

@@ -125,6 +125,26 @@ std::string_view unquote(std::string_view s) {
   return s;
 }
 
+// `v` with the field `key` holding `value` only; the summary of its
+// elements is the join of its fields when it has nothing but fields.
+Value with_field(const Value& v, const std::string& key, const Value& value) {
+  if (!v.parts) return v;
+  auto parts = std::make_shared<ValueParts>(*v.parts);
+  parts->fields.erase(std::remove_if(parts->fields.begin(), parts->fields.end(),
+                                     [&](const auto& f) { return f.first == key; }),
+                      parts->fields.end());
+  parts->fields.emplace_back(key, value);
+  if (parts->items.empty()) {
+    std::optional<Value> element;
+    for (const auto& f : parts->fields) element = element ? join(*element, f.second) : f.second;
+    parts->element = element;
+  }
+  Value out = v;
+  out.parts = std::move(parts);
+  if (out.parts->element && out.grad != Provenance::Unknown) out.grad = out.parts->element->grad;
+  return out;
+}
+
 // `v` as seen from the model `to` when `from` computed it: an instance of a
 // class of `from` names `from` as its home, one of `to` names none.
 Value rehome(const Value& v, const Model* from, const Model* to) {
@@ -268,7 +288,16 @@ Value Model::value_in_call(TSNode expr, const Call& call) const {
 }
 
 bool Model::carries_history(TSNode expr) const {
-  Provenance engine = value(expr).grad;
+  // A dict of known fields (`{"loss": loss.detach(), "metrics": m}`): what they hold.
+  auto history = [](const Value& v, int depth, auto& self) -> Provenance {
+    if (v.grad != Provenance::Unknown || depth > 4) return v.grad;
+    if (!v.parts || v.parts->fields.empty() || !v.parts->items.empty()) return Provenance::Unknown;
+    Provenance out = Provenance::Detached;
+    for (const auto& f : v.parts->fields) out = join(out, self(f.second, depth + 1, self));
+    if (v.parts->element && v.parts->element->grad == Provenance::Attached) out = Provenance::Attached;
+    return out;
+  };
+  Provenance engine = history(value(expr), 0, history);
   if (engine != Provenance::Unknown) return engine == Provenance::Attached;
   return provenance(expr) == Provenance::Attached;
 }
@@ -453,8 +482,12 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
         v = binding_value(*b, env, depth + 1);
       }
       if (b->function == fn) {
-        Value stored = stored_into(name, b, start_byte(expr), fn, env, depth);
+        std::vector<std::pair<std::string, Value>> replaced;
+        Value stored = stored_into(name, b, start_byte(expr), fn, env, depth, &replaced);
         if (stored.parts) v = join(v, stored);
+        // `out["loss"] = out["loss"].detach()` right after the binding, in
+        // its block: the field holds the new value only (a strong update).
+        for (auto& [key, value] : replaced) v = with_field(v, key, value);
       }
       if (v.cls < 0) {
         // `assert isinstance(x, C)`, `if isinstance(x, C):`, `x: C`: an
@@ -541,7 +574,7 @@ std::optional<Value> Model::narrowed_instance(TSNode use, const Binding& b, bool
 }
 
 Value Model::stored_into(std::string_view name, const Binding* from, uint32_t use, int function, const ValueEnv* env,
-                         int depth) const {
+                         int depth, std::vector<std::pair<std::string, Value>>* replaced) const {
   // `x[k] = v` and `x.append(v)` after the binding that reaches `use`: what
   // the container holds now. A store later in an enclosing loop's body also
   // reaches the next iteration's reads.
@@ -566,7 +599,22 @@ Value Model::stored_into(std::string_view name, const Binding* from, uint32_t us
     if (s->element >= 0) continue;  // `a[i], b[i] = ...`: not followed
     Value stored = value_at(v, env, depth + 1);
     TSNode key = unparenthesize(field(unparenthesize(s->target), "subscript"));
-    if (kind_of(key) == Kind::String) parts->fields.emplace_back(std::string(unquote(text(key))), stored);
+    if (kind_of(key) == Kind::String) {
+      parts->fields.emplace_back(std::string(unquote(text(key))), stored);
+      // A store that every path from the binding to `use` runs: a statement
+      // of the binding's own block, between the two.
+      if (replaced && from && s->start >= from->end && s->end <= use) {
+        auto block_of = [](TSNode statement) {
+          TSNode p = ts_node_parent(statement);
+          if (kind_of(p) == Kind::ExpressionStatement) p = ts_node_parent(p);
+          return kind_of(p) == Kind::Block ? p : TSNode{};
+        };
+        TSNode block = block_of(s->statement);
+        if (!is_null(block) && ts_node_eq(block, block_of(from->statement)) && start_byte(block) <= use &&
+            use < end_byte(block))
+          replaced->emplace_back(std::string(unquote(text(key))), stored);
+      }
+    }
     element = element ? join(*element, stored) : stored;
   }
   if (auto it = stores_by_container_.find(std::string(name)); it != stores_by_container_.end()) {
