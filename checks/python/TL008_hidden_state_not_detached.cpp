@@ -5,20 +5,28 @@
 // time grow with every batch.
 //
 // A finding needs all of:
-//   - an assignment whose value calls a module (`model(x, h)`, `self.rnn(x,
-//     h)`, `model.forward(x, h)`) with a state argument (any argument but the
-//     first positional one: a name, an attribute or a tuple of them) that the
-//     same assignment binds again (`out, h = rnn(x, h)`, `h = cell(x, h)`,
-//     `out, (h, c) = lstm(x, (h, c))`), with autograd not disabled there;
-//   - a loop around it, in the same function, whose iteration calls
-//     backward (directly or through a helper of the file): the innermost
-//     such loop is the one the state must not survive undetached;
+//   - an assignment whose value runs a module (`model(x, h)`, `self.rnn(x,
+//     h)`, `model.forward(x, h)`, a method of the file's Module classes that
+//     runs one: `model.step(x, states)`) with a state argument (any argument
+//     but the first positional one: a name, an attribute or a tuple of them)
+//     that the same assignment binds again (`out, h = rnn(x, h)`, `out, (h,
+//     c) = lstm(x, (h, c))`) or that a later statement of the iteration
+//     binds from what the call returned (`memory = outputs.memory`,
+//     `self.previous = hidden`; only when the file shows the forward that
+//     builds it), with autograd not disabled there;
+//   - an iteration the state survives: the innermost loop around the call,
+//     in the same function, whose iteration calls backward (directly or
+//     through a helper of the file), or, for a call in no loop, one call of a
+//     training step (a framework's training_step, or a per-step function
+//     running backward itself) for a state kept on `self`;
 //   - the state bound before that loop (a parameter, an attribute, an
 //     earlier assignment), not started afresh inside it (`h =
-//     model.init_hidden(bs)`, `h = None`; a lazy first initialisation under
+//     model.init_hidden(bs)`, `h = None`, also in another per-step hook of
+//     the class for a state on `self`; a lazy first initialisation under
 //     `if h is None:` does not count), and not detached inside it:
 //     `h.detach()` / `.data` anywhere in a rebinding, `h.detach_()` (also
-//     over the elements of a tuple), or a helper that detaches
+//     over the elements of a tuple), `state.detach()` on an object when a
+//     class of the file defines detach(), or a helper that detaches
 //     (`repackage_hidden(h)`). A helper of this file is read; a helper of
 //     another analyzed file is read through the project index
 //     ("detaching-function" facts); a helper found nowhere counts as
@@ -332,10 +340,28 @@ void argument_names(const Model& m, TSNode a, std::vector<std::pair<std::string,
   }
 }
 
-// A state fed back: read by the call and bound again by its assignment.
+// A state fed back: read by the call and bound again, within one iteration,
+// by its assignment or by a later statement holding what it returned
+// (`memory = outputs.memory`, `self.previous = hidden`).
 struct FedState {
   std::string name;
   bool in_tuple = false;  // passed as an element of `(h, c)`: one tensor
+  bool derived = false;   // bound by a later statement, not by the call's assignment
+};
+
+// The span the state must not survive undetached: one iteration of a
+// training loop around the call, or one call of a training-step function
+// with no loop of its own (Lightning's training_step), whose states live on
+// `self` between calls.
+struct Iteration {
+  int function = -1;
+  int loop = -1;  // -1: the function's body, one training step per call
+  TSNode node{};  // the loop, or the function's body
+
+  bool contains(const Model& m, uint32_t byte) const {
+    if (loop >= 0) return m.loop_contains(loop, byte);
+    return start_byte(node) <= byte && byte < end_byte(node);
+  }
 };
 
 // Whether a call passes anything but its first positional argument, where a
@@ -355,9 +381,15 @@ TSNode assignment_of(TSNode call) {
   return ts_node_eq(right, call) ? p : TSNode{};
 }
 
-std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignment) {
-  std::vector<std::string> targets;
-  target_names(m, field(assignment, "left"), targets);
+// Whether `value` reads one of the names the call's assignment bound.
+bool reads_result(const Model& m, TSNode value, const std::vector<std::string>& results) {
+  return !is_null(value) &&
+         std::any_of(results.begin(), results.end(), [&](const std::string& r) { return m.mentions(value, r); });
+}
+
+std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignment, const Iteration& it,
+                                 std::vector<std::string>& results) {
+  target_names(m, field(assignment, "left"), results);
   std::vector<std::pair<std::string, bool>> args, input;
   bool first_positional = true;
   for (uint32_t i = 0; i < ts_node_named_child_count(c.args); ++i) {
@@ -371,15 +403,26 @@ std::vector<FedState> fed_states(const Model& m, const Call& c, TSNode assignmen
     }
     argument_names(m, a, args);
   }
+  // A later statement of the iteration binding the state from the call's
+  // results: `memory = outputs.memory` after `outputs = model(x, memory=memory)`.
+  auto rebound_from_results = [&](const std::string& name) {
+    for (const Binding* b : m.bindings_of(name, it.function)) {
+      if (b->start < end_byte(assignment) || !it.contains(m, b->start)) continue;
+      if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
+      if (reads_result(m, b->value, results)) return true;
+    }
+    return false;
+  };
   std::vector<FedState> out;
   for (auto& arg : args) {
     // Not a structured binding: clang 14 (the fuzz preset) cannot capture one in a lambda.
     const auto& name = arg.first;
-    if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
+    bool rebound = std::find(results.begin(), results.end(), name) != results.end();
+    if (!rebound && !rebound_from_results(name)) continue;
     // `x, _ = attn(x, x, x)`: the input run through again, not a carried state.
     if (std::any_of(input.begin(), input.end(), [&](const auto& i) { return i.first == name; })) continue;
     if (std::any_of(out.begin(), out.end(), [&](const FedState& s) { return s.name == name; })) continue;
-    out.push_back({name, arg.second});
+    out.push_back({name, arg.second, !rebound});
   }
   return out;
 }
@@ -421,28 +464,51 @@ bool under_none_test(const Model& m, TSNode node, TSNode stop, std::string_view 
   return false;
 }
 
-// Whether `loop` starts state `name` afresh: a for or with target, or an
-// assignment whose value does not read it (`h = model.init_hidden(bs)`,
-// `h = None`), unless it only fills a state that is None (`if h is None:`).
-bool started_afresh(const Model& m, std::string_view name, int loop) {
-  const Loop& l = m.loops()[loop];
-  for (const Binding* b : m.bindings_of(name, l.function)) {
-    if (!m.loop_contains(loop, b->start)) continue;
-    if (b->kind == BindingKind::ForTarget || b->kind == BindingKind::WithTarget) return true;
-    if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
-    if (!is_null(b->value) && m.mentions(b->value, name)) continue;
-    if (under_none_test(m, b->statement, l.node, name)) continue;
-    return true;
+// Whether a binding starts state `name` afresh: a for or with target, or an
+// assignment whose value reads neither the state nor the call's results
+// (`h = model.init_hidden(bs)`, `h = None`), unless it only fills a state
+// that is None (`if h is None:`).
+bool starts_afresh(const Model& m, const Binding& b, std::string_view name, const std::vector<std::string>& results,
+                   TSNode stop) {
+  if (b.kind == BindingKind::ForTarget || b.kind == BindingKind::WithTarget) return true;
+  if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) return false;
+  if (!is_null(b.value) && (m.mentions(b.value, name) || reads_result(m, b.value, results))) return false;
+  return !under_none_test(m, b.statement, stop, name);
+}
+
+// Whether the iteration starts state `name` afresh; for an attribute of a
+// training step's `self`, also another per-step hook of its class
+// (`on_train_batch_start` setting `self.hidden = None`).
+bool started_afresh(const Model& m, std::string_view name, const Iteration& it,
+                    const std::vector<std::string>& results) {
+  for (const Binding* b : m.bindings_of(name, it.function))
+    if (it.contains(m, b->start) && starts_afresh(m, *b, name, results, it.node)) return true;
+  if (it.loop >= 0 || name.rfind("self.", 0) != 0) return false;
+  int cls = m.class_of_function(it.function);
+  for (size_t f = 0; f < m.functions().size(); ++f) {
+    const Function& fn = m.functions()[f];
+    if (static_cast<int>(f) == it.function || fn.cls != cls || cls < 0 || !fn.hook) continue;
+    if (fn.hook->role != HookRole::TrainingStep && fn.hook->role != HookRole::PerStep) continue;
+    for (const Binding* b : m.bindings_of(name, static_cast<int>(f)))
+      if (starts_afresh(m, *b, name, {}, fn.body)) return true;
   }
   return false;
 }
 
-// What happens to state `name` inside `loop`, the feedback statement aside.
+// Whether a class of the file defines a method `name`: `state.detach()` on
+// such an object may detach in place (a decoder state's tensors).
+bool file_defines_method(const Model& m, std::string_view name) {
+  for (size_t k = 0; k < m.classes().size(); ++k)
+    if (m.find_method(static_cast<int>(k), name)) return true;
+  return false;
+}
+
+// What happens to state `name` inside the iteration, the feedback statement aside.
 enum class Fate { Kept, Freed, Undecided };
 
-Fate fate_in_loop(const Model& m, const Summaries& sums, std::string_view name, int loop, TSNode feedback, std::set<std::string>& helpers) {
-  if (started_afresh(m, name, loop)) return Fate::Freed;
-  const Loop& l = m.loops()[loop];
+Fate fate_in_iteration(const Model& m, const Summaries& sums, std::string_view name, const Iteration& it,
+                       TSNode feedback, const std::vector<std::string>& results, std::set<std::string>& helpers) {
+  if (started_afresh(m, name, it, results)) return Fate::Freed;
   bool undecided = false;
   auto weigh = [&](TSNode value) {
     DetachAnswer a = value_detaches(m, sums, value);
@@ -453,23 +519,29 @@ Fate fate_in_loop(const Model& m, const Summaries& sums, std::string_view name, 
     }
     return false;
   };
-  for (const Binding* b : m.bindings_of(name, l.function)) {
-    if (!m.loop_contains(loop, b->start) || ts_node_eq(b->statement, feedback)) continue;
+  for (const Binding* b : m.bindings_of(name, it.function)) {
+    if (!it.contains(m, b->start) || ts_node_eq(b->statement, feedback)) continue;
     if (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) continue;
     if (!is_null(b->value) && weigh(b->value)) return Fate::Freed;
   }
   for (const Call& c : m.calls()) {
-    if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+    if (c.function != it.function || !it.contains(m, start_byte(c.node))) continue;
     if (start_byte(c.node) >= start_byte(feedback) && end_byte(c.node) <= end_byte(feedback)) continue;
     // h.detach_(), hidden[0].detach_(), `for s in hidden: s.detach_()`.
     if (c.method == "detach_" && !is_null(c.receiver)) {
       if (m.mentions(c.receiver, name)) return Fate::Freed;
-      if (kind_of(c.receiver) == Kind::Identifier && iterates_over(m, c.node, l.node, m.text(c.receiver), name))
+      if (kind_of(c.receiver) == Kind::Identifier && iterates_over(m, c.node, it.node, m.text(c.receiver), name))
         return Fate::Freed;
     }
+    if (kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement) continue;
+    // `dec_state.detach()` as a statement: a tensor's detach() is lost (the
+    // state is kept), but an object of a class of the file with a detach()
+    // method of its own detaches its tensors in place.
+    if (c.method == "detach" && !is_null(c.receiver) && m.text(c.receiver) == name &&
+        file_defines_method(m, "detach"))
+      return Fate::Freed;
     // A statement calling a helper on the state: `detach_state(hidden)`,
     // `self.reset_hidden()` for an attribute the method rebinds.
-    if (kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement) continue;
     int callee = callee_function(m, c);
     if (name.rfind("self.", 0) == 0 && callee >= 0 && !m.bindings_of(name, callee).empty()) return Fate::Freed;
     if (m.mentions(c.args, name) && weigh(c.node)) return Fate::Freed;
@@ -601,13 +673,20 @@ std::string quoted_names(const std::vector<FedState>& states) {
   return out;
 }
 
-std::string message(const std::string& call, uint32_t loop_line, const std::vector<FedState>& states) {
+// Where the state is fed back: "on every iteration of the training loop at
+// line 12", "on every call of `training_step` (once per training step)".
+std::string where(const Model& m, const Iteration& it) {
+  if (it.loop >= 0)
+    return fmt::format("on every iteration of the training loop at line {}", m.position(m.loops()[it.loop].node).line);
+  return fmt::format("on every call of `{}` (once per training step)", m.functions()[it.function].name);
+}
+
+std::string message(const std::string& call, const std::string& where, const std::vector<FedState>& states) {
   bool one = states.size() == 1;
   return fmt::format(
-      "recurrent state{} {} {} fed back into `{}` on every iteration of the training loop at line {} and never "
-      "detached: {} autograd history spans every batch so far, so memory and backward time grow with every batch "
-      "(truncated backpropagation through time is missing)",
-      one ? "" : "s", quoted_names(states), one ? "is" : "are", call, loop_line, one ? "its" : "their");
+      "recurrent state{} {} {} fed back into `{}` {} and never detached: {} autograd history spans every batch so "
+      "far, so memory and backward time grow with every batch (truncated backpropagation through time is missing)",
+      one ? "" : "s", quoted_names(states), one ? "is" : "are", call, where, one ? "its" : "their");
 }
 
 class HiddenStateNotDetached final : public Check {
@@ -631,49 +710,88 @@ class HiddenStateNotDetached final : public Check {
     const Model& m = ctx.model();
     std::optional<Summaries> sums;
     for (const Call& c : m.calls()) {
-      if (c.loop < 0 || !passes_state_argument(c) || !runs_module(m, c)) continue;
+      if (!passes_state_argument(c) || !runs_module(m, c)) continue;
       if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       TSNode assignment = assignment_of(c.node);
       if (is_null(assignment)) continue;
-      std::vector<FedState> states = fed_states(m, c, assignment);
-      if (states.empty()) continue;
       if (!sums) sums = summarize(m, true);
-      int loop = training_loop(m, *sums, c);
-      if (loop < 0 || forward_detaches(m, *sums, c)) continue;
+      std::optional<Iteration> it = iteration(m, *sums, c);
+      if (!it) continue;
+      std::vector<std::string> results;
+      std::vector<FedState> states = fed_states(m, c, assignment, *it, results);
+      if (states.empty()) continue;
+      Forward forward = forward_returns(m, *sums, c);
+      if (forward == Forward::Detaches) continue;
       std::vector<FedState> kept;
       std::vector<std::pair<FedState, std::set<std::string>>> undecided;
       for (const FedState& s : states) {
-        if (!m.bound_before_loop(s.name, loop)) continue;
+        if (!carried_into(m, s.name, *it)) continue;
+        // A state taken from a field of what the module returned
+        // (`outputs.memory`) is only known to keep its history when the file
+        // shows the forward that builds it.
+        if (s.derived && forward == Forward::Unknown) continue;
         std::set<std::string> helpers;
-        switch (fate_in_loop(m, *sums, s.name, loop, assignment, helpers)) {
+        switch (fate_in_iteration(m, *sums, s.name, *it, assignment, results, helpers)) {
           case Fate::Kept: kept.push_back(s); break;
           case Fate::Undecided: undecided.emplace_back(s, std::move(helpers)); break;
           case Fate::Freed: break;
         }
       }
       if (!kept.empty()) {
-        ctx.report(diagnostic(ctx, c, assignment, loop, kept));
+        ctx.report(diagnostic(ctx, c, assignment, *it, kept));
       } else if (!undecided.empty()) {
-        defer(ctx, c, assignment, loop, std::move(undecided));
+        defer(ctx, c, assignment, *it, std::move(undecided));
       }
     }
   }
 
  private:
   static bool runs_module(const Model& m, const Call& c) {
-    if (m.is_module_instance(c.func)) return true;
+    if (m.is_module_instance(c.func) || m.runs_module(c)) return true;
     return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
   }
 
-  // Whether the module's own forward of this file returns a detached value
-  // (`return out, h.detach()`): the caller then feeds back no history. The
-  // class is the one the module was built from when the file says so, else
-  // every Module class of the file with such a forward counts.
-  static bool forward_detaches(const Model& m, const Summaries& sums, const Call& c) {
+  // The iteration the state must not survive: the innermost loop around the
+  // call (comprehensions aside) whose iteration calls backward, or, for a
+  // call in no loop, the training-step function it sits in (a framework's
+  // training_step, or a per-step function that runs backward itself).
+  static std::optional<Iteration> iteration(const Model& m, const Summaries& sums, const Call& c) {
+    bool in_loop = false;
+    for (int l : m.enclosing_loops(start_byte(c.node), c.function)) {
+      if (m.loops()[l].kind == LoopKind::Comprehension) continue;
+      in_loop = true;
+      if (loop_calls_backward(m, sums, l)) return Iteration{c.function, l, m.loops()[l].node};
+    }
+    if (in_loop || c.function < 0) return std::nullopt;
+    const Function& f = m.functions()[c.function];
+    bool training_hook = f.hook && f.hook->role == HookRole::TrainingStep;
+    if (!training_hook && !(sums.backward[c.function] && m.runs_per_step(c.function))) return std::nullopt;
+    return Iteration{c.function, -1, f.body};
+  }
+
+  // Whether the state reaches the iteration from before it: bound before the
+  // loop, or, for one call of a training step, an attribute of `self` that
+  // lives on between calls.
+  static bool carried_into(const Model& m, const std::string& name, const Iteration& it) {
+    if (it.loop >= 0) return m.bound_before_loop(name, it.loop);
+    return name.rfind("self.", 0) == 0;
+  }
+
+  // What the forward of the called module returns, read from the module's
+  // own class of this file: the class it was built from when the file says
+  // so (`self(...)` in a module's method: its class), else every Module class
+  // of the file. Detached when one returns a detached value (`return out,
+  // h.detach()`): the caller then feeds back no history; Unknown when the
+  // file defines no such forward.
+  enum class Forward { Keeps, Detaches, Unknown };
+
+  static Forward forward_returns(const Model& m, const Summaries& sums, const Call& c) {
     TSNode module = c.method == "forward" && !is_null(c.receiver) ? c.receiver : c.func;
     int cls = -1;
     std::string name = m.qualify(module);
-    if (!name.empty() && name.find('.') == std::string::npos) {
+    if (name == "self") {
+      cls = m.class_of_function(c.function);
+    } else if (!name.empty() && name.find('.') == std::string::npos) {
       const Binding* b = m.reaching(name, start_byte(c.node), c.function);
       TSNode v = b && b->kind == BindingKind::Assign && b->element < 0 ? unparenthesize(b->value) : TSNode{};
       while (!is_null(v) && kind_of(v) == Kind::Call && kind_of(field(v, "function")) == Kind::Attribute)
@@ -681,13 +799,16 @@ class HiddenStateNotDetached final : public Check {
       if (!is_null(v) && kind_of(v) == Kind::Call)
         if (const Class* k = m.find_class(m.qualify(field(v, "function")))) cls = static_cast<int>(k - m.classes().data());
     }
+    Forward out = Forward::Unknown;
     for (size_t k = 0; k < m.classes().size(); ++k) {
       if (cls >= 0 && static_cast<int>(k) != cls) continue;
-      if (!m.class_is_module(static_cast<int>(k))) continue;
+      if (m.module_class(static_cast<int>(k)) != ModuleAnswer::Yes) continue;
       int fwd = index_of(m, m.find_method(static_cast<int>(k), "forward"));
-      if (fwd >= 0 && returns_detached(m, sums, fwd)) return true;
+      if (fwd < 0) continue;
+      if (returns_detached(m, sums, fwd)) return Forward::Detaches;
+      out = Forward::Keeps;
     }
-    return false;
+    return out;
   }
 
   static bool returns_detached(const Model& m, const Summaries& sums, int fn) {
@@ -696,29 +817,19 @@ class HiddenStateNotDetached final : public Check {
                        [&](TSNode v) { return value_detaches(m, sums, v).detaches; });
   }
 
-  // The innermost loop around the call (comprehensions aside) whose
-  // iteration calls backward, or -1.
-  static int training_loop(const Model& m, const Summaries& sums, const Call& c) {
-    for (int l : m.enclosing_loops(start_byte(c.node), c.function)) {
-      if (m.loops()[l].kind == LoopKind::Comprehension) continue;
-      if (loop_calls_backward(m, sums, l)) return l;
-    }
-    return -1;
-  }
-
-  static Diagnostic diagnostic(CheckContext& ctx, const Call& c, TSNode assignment, int loop,
+  static Diagnostic diagnostic(CheckContext& ctx, const Call& c, TSNode assignment, const Iteration& it,
                                const std::vector<FedState>& states) {
     const Model& m = ctx.model();
-    Diagnostic d = ctx.diagnostic(assignment, message(code_snippet(m, c.node), m.position(m.loops()[loop].node).line, states));
-    std::string statement = detach_statement(m, states, loop);
+    Diagnostic d = ctx.diagnostic(assignment, message(code_snippet(m, c.node), where(m, it), states));
+    std::string statement = it.loop >= 0 ? detach_statement(m, states, it.loop) : std::string();
     const std::string& first = states.front().name;
     d.help = statement.empty()
-                 ? fmt::format("detach the state once per iteration, before the forward pass: `{0} = repackage_hidden({0})` "
-                               "or `{0} = {0}.detach()` (an LSTM's (h, c): `{0} = tuple(s.detach() for s in {0})`)",
-                               first)
+                 ? fmt::format("detach the state once per {0}, before the forward pass: `{1} = repackage_hidden({1})` "
+                               "or `{1} = {1}.detach()` (an LSTM's (h, c): `{1} = tuple(s.detach() for s in {1})`)",
+                               it.loop >= 0 ? "iteration" : "step", first)
                  : fmt::format("detach the state once per iteration, before the forward pass: `{}`", statement);
     if (!statement.empty()) {
-      std::vector<Edit> edits = insert_at_top(m, loop, statement);
+      std::vector<Edit> edits = insert_at_top(m, it.loop, statement);
       // Unsafe: gradients stop flowing into earlier batches, which is the
       // point of truncated BPTT but changes what the model learns.
       if (!edits.empty())
@@ -730,17 +841,17 @@ class HiddenStateNotDetached final : public Check {
   // States rebound only through helpers this file does not define: each is
   // kept when every analyzed definition of its helpers is known and none
   // detaches; a helper defined nowhere counts as detaching.
-  static void defer(CheckContext& ctx, const Call& c, TSNode assignment, int loop,
+  static void defer(CheckContext& ctx, const Call& c, TSNode assignment, const Iteration& it,
                     std::vector<std::pair<FedState, std::set<std::string>>> undecided) {
     const Model& m = ctx.model();
     std::vector<FedState> all;
     for (const auto& u : undecided) all.push_back(u.first);
-    Diagnostic d = diagnostic(ctx, c, assignment, loop, all);
+    Diagnostic d = diagnostic(ctx, c, assignment, it, all);
     std::string call_text = code_snippet(m, c.node);
-    uint32_t line = m.position(m.loops()[loop].node).line;
-    ctx.defer(std::move(d), [undecided = std::move(undecided), call_text, line](const ProjectIndex& index, Diagnostic& diag) {
+    std::string at = where(m, it);
+    ctx.defer(std::move(d), [undecided = std::move(undecided), call_text, at](const ProjectIndex& index, Diagnostic& diag) {
       std::vector<FedState> kept;
-      std::string where;  // the helper that keeps the history, for the message
+      std::string helper;  // the helper that keeps the history, for the message
       for (const auto& [state, helpers] : undecided) {
         bool known_keeping = true;
         std::string seen;
@@ -754,14 +865,14 @@ class HiddenStateNotDetached final : public Check {
         }
         if (!known_keeping) continue;
         kept.push_back(state);
-        if (where.empty()) where = seen;
+        if (helper.empty()) helper = seen;
       }
       if (kept.empty()) return false;
       if (kept.size() != undecided.size()) {
-        diag.message = message(call_text, line, kept);
+        diag.message = message(call_text, at, kept);
         diag.fix.reset();
       }
-      if (!where.empty()) diag.message += fmt::format("; {} does not detach it", where);
+      if (!helper.empty()) diag.message += fmt::format("; {} does not detach it", helper);
       return true;
     });
   }

@@ -146,11 +146,13 @@ class ModelFileReader {
           if (rkey == "grad") m.grad = choice(rn, rat, kGrad);
           else if (rkey == "device") m.device = choice(rn, rat, kDevice);
           else if (rkey == "kind") m.kind = choice(rn, rat, kKind);
+          else if (rkey == "elements") m.elements = choice(rn, rat, kKind);
+          else if (rkey == "pairs") m.pairs = boolean(rn, rat);
           else if (rkey == "from") {
             const toml::array* arr = rn.as_array();
             if (!arr) fail(rn, rat, "must be an array of operands (self, argN)");
             for (size_t i = 0; i < arr->size(); ++i) m.from.push_back(operand(*arr->get(i), fmt::format("{}[{}]", rat, i)));
-          } else unknown(rk, at, "grad, device, kind, from");
+          } else unknown(rk, at, "grad, device, kind, elements, pairs, from");
         }
       } else if (key == "grad-mode") {
         m.grad_mode = choice(node, at, kGradMode);

@@ -82,6 +82,11 @@ struct CallModel {
   ValueKind kind = ValueKind::Unknown;
   // The inputs that `FromInputs` reads; empty: the receiver and every argument.
   std::vector<Operand> from;
+  // What iterating the result yields (`module.children()`: modules), when a
+  // model says; with `pairs`, each element is a (name, element) pair
+  // (`named_children()`, `ModuleDict.items()`).
+  ValueKind elements = ValueKind::Unknown;
+  bool pairs = false;
   GradMode grad_mode = GradMode::Unchanged;  // as a context manager or decorator
   std::optional<Operand> backward;           // runs a backward pass through this operand's graph
   bool accumulates_grads = true;             // ... and adds into .grad (torch.autograd.grad does not)

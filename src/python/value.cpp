@@ -89,6 +89,23 @@ Value container(std::vector<Value> items, std::optional<Value> element) {
   return v;
 }
 
+// What a model's `result.elements` says iterating a call's result yields.
+Value elements_of(const CallModel& cm) {
+  Value element;
+  element.kind = cm.elements;
+  if (cm.pairs) {
+    Value name;
+    name.grad = Provenance::Detached;
+    name.device = Device::Host;
+    name.kind = ValueKind::Other;
+    element = container({name, element}, std::nullopt);
+  }
+  Value out = container({}, element);
+  out.grad = Provenance::Detached;
+  out.device = Device::Host;
+  return out;
+}
+
 // The facets of a value without its structure: what indexing or slicing a
 // tensor, or reading an attribute of an object of unknown structure, gives.
 Value flat(const Value& v) {
@@ -668,7 +685,14 @@ Value Model::binding_value(const Binding& b, const ValueEnv* env, int depth) con
     }
     case BindingKind::ForTarget: {
       TSNode iterable = field(b.statement, "right");
-      Value element = value_at(iterable, env, depth + 1).element();
+      Value over = value_at(iterable, env, depth + 1);
+      // `for layer in self.layers`: what iterating a module yields, when a model says.
+      if (over.kind == ValueKind::Module) {
+        std::string cls = class_of(iterable);
+        const CallModel* cm = cls.empty() ? nullptr : library().method(cls, "__iter__");
+        if (cm && cm->elements != ValueKind::Unknown) over = elements_of(*cm);
+      }
+      Value element = over.element();
       // A batch from a data loader: data, on the host, without history.
       bool data = is_data_loader(iterable);
       if (element.device == Device::Unknown && !element.parts && data)
@@ -1132,6 +1156,7 @@ Value Model::call_value(TSNode call, const ValueEnv* env, int depth) const {
       return out;
     }
     if (receiver.kind == ValueKind::Module) {
+      if (const CallModel* cm = call_model(c); cm && cm->elements != ValueKind::Unknown) return elements_of(*cm);
       if (one_of(method, kModuleSelfMethods)) return receiver;
       if (one_of(method, kModuleOtherMethods)) return facets(Provenance::Unknown, Device::Unknown, ValueKind::Other);
       return module_output(call, receiver, env, depth);
@@ -1460,13 +1485,23 @@ bool Model::runs_module(const Call& c) const {
   if (c.method.empty() || is_null(c.receiver)) return false;
   // A method of an object of the project's classes that runs a module of its own.
   Value receiver = value(c.receiver);
-  if (receiver.cls < 0 || receiver.kind == ValueKind::Module) return false;
-  const Model& home = receiver.home ? *receiver.home : *this;
-  const Function* f = home.find_method(receiver.cls, c.method);
-  if (!f) return false;
-  int index = static_cast<int>(f - home.functions_.data());
-  for (const Call& inner : home.calls_)
-    if (inner.function == index && home.value(inner.func).kind == ValueKind::Module) return true;
+  auto method_runs_module = [&](const Model& home, int cls) {
+    const Function* f = home.find_method(cls, c.method);
+    if (!f) return false;
+    int index = static_cast<int>(f - home.functions_.data());
+    for (const Call& inner : home.calls_)
+      if (inner.function == index && home.value(inner.func).kind == ValueKind::Module) return true;
+    return false;
+  };
+  if (receiver.cls >= 0 && receiver.kind != ValueKind::Module)
+    return method_runs_module(receiver.home ? *receiver.home : *this, receiver.cls);
+  // A module of no known class (`model`, a parameter) whose method is one of
+  // the file's own Module classes' (`model.step(x, states)` on the file's
+  // network): the file's classes are what its modules are built from.
+  if (receiver.kind != ValueKind::Module || receiver.cls >= 0 || c.method == "forward") return false;
+  for (size_t k = 0; k < classes_.size(); ++k)
+    if (module_class(static_cast<int>(k)) == ModuleAnswer::Yes && method_runs_module(*this, static_cast<int>(k)))
+      return true;
   return false;
 }
 

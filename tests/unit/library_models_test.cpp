@@ -88,6 +88,13 @@ TEST(LibraryModels, ClassesAliasesAndBases) {
   EXPECT_EQ(m.method("torch.cuda.amp.GradScaler", "step")->steps->kind, Operand::Kind::Argument);
   EXPECT_EQ(m.method("accelerate.Accelerator", "backward")->backward->index, 0u);
   EXPECT_EQ(m.method("accelerate.Accelerator", "unknown_method"), nullptr);
+  // What iterating a module's contents yields.
+  EXPECT_EQ(m.method("torch.nn.Sequential", "children")->elements, ValueKind::Module);
+  EXPECT_FALSE(m.method("torch.nn.Sequential", "children")->pairs);
+  EXPECT_EQ(m.method("torch.nn.ModuleDict", "items")->elements, ValueKind::Module);
+  EXPECT_TRUE(m.method("torch.nn.ModuleDict", "items")->pairs);
+  EXPECT_EQ(m.method("torch.nn.ModuleList", "__iter__")->elements, ValueKind::Module);
+  EXPECT_EQ(m.method("torch.nn.ModuleDict", "__iter__"), nullptr);
 }
 
 TEST(LibraryModels, Hooks) {
@@ -160,6 +167,11 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nreturns = { grad = \"none\" }\n"),
             "inhouse.toml:3:1: calls[0]: unknown key 'returns' (expected one of: names, patterns, result, grad-mode, "
             "environment-check, effects)");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { elements = \"modules\" }\n"),
+            "inhouse.toml:3:23: calls[0].result.elements: must be one of unknown, tensor, number, container, module, "
+            "optimizer, loss, loader, generator, model-output, other, none, not 'modules'");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { pairs = \"yes\" }\n"),
+            "inhouse.toml:3:20: calls[0].result.pairs: must be true or false");
   EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
             "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),

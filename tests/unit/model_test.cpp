@@ -1379,6 +1379,38 @@ def f(batch, loader):
   EXPECT_EQ(p.last("parts").element().device, Device::Accelerator);
 }
 
+TEST(ModelValue, ModuleContainersYieldModules) {
+  Program p(R"(
+import torch.nn as nn
+
+class Stack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+        self.heads = nn.ModuleDict({"a": nn.Linear(4, 1)})
+        self.params = nn.ParameterList([])
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        for key in self.heads:
+            pass
+        for name, head in self.heads.items():
+            y = head(x)
+        for child in self.children():
+            pass
+        for p in self.params:
+            pass
+        return block, key, name, head, child, p
+)");
+  EXPECT_EQ(p.last("block").kind, ValueKind::Module);
+  EXPECT_NE(p.last("key").kind, ValueKind::Module);  // iterating a ModuleDict yields its keys
+  EXPECT_EQ(p.last("name").kind, ValueKind::Other);
+  EXPECT_EQ(p.last("head").kind, ValueKind::Module);
+  EXPECT_EQ(p.last("child").kind, ValueKind::Module);
+  EXPECT_NE(p.last("p").kind, ValueKind::Module);  // a ParameterList holds parameters
+}
+
 TEST(ModelValue, SummariesFollowArgumentsThroughHelpersAndMethods) {
   Program p(R"(
 import torch
