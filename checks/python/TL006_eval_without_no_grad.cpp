@@ -19,6 +19,11 @@
 //   - nothing in the file that freezes autograd by other means
 //     (`torch.set_grad_enabled(False)` as a statement, `requires_grad_(False)`,
 //     `p.requires_grad = False`).
+// Gradient calls in a loop around the evaluation loop count as another
+// loop's when they all come before the eval() call preceding it (a periodic
+// evaluation after the step). A function serving both phases on a flag is
+// read with the flag at its value; the eval() call may be in its caller
+// (`self.model.eval(); self._run_epoch(loader, train=False)`).
 // Also a loop over data that calls a function of the file which switches a
 // module to eval mode and runs a module with autograd on (a trainer's
 // `validation_step(x, y)`), when neither the function nor the loop needs
@@ -148,15 +153,19 @@ bool needs_gradients(const Model& m, int fn) {
 
 // Whether every call of `fn` that needs gradients sits in a loop over data
 // apart from `loop` (neither inside it nor around it): an epoch's training
-// loop beside its evaluation loop.
-bool gradients_only_in_other_loops(const Model& m, int fn, int loop) {
+// loop beside its evaluation loop. A loop around it may train too when all of
+// its gradient calls come before `eval_at`, the eval() call that precedes
+// `loop`: a periodic evaluation after the step, inside the training loop.
+bool gradients_only_in_other_loops(const Model& m, int fn, int loop, uint32_t eval_at) {
   uint32_t at = start_byte(m.loops()[loop].node);
   for (const Call& c : m.calls()) {
     if (!within(m, c.function, fn) || !needs_gradient_call(m, c)) continue;
     if (c.function != fn) return false;
     bool apart = false;
-    for (int l : m.enclosing_loops(start_byte(c.node), fn))
-      if (!m.loop_contains(l, at) && !m.loop_contains(loop, start_byte(c.node)) && m.is_step_loop(l)) apart = true;
+    for (int l : m.enclosing_loops(start_byte(c.node), fn)) {
+      if (m.loop_contains(loop, start_byte(c.node)) || !m.is_step_loop(l)) continue;
+      if (!m.loop_contains(l, at) || start_byte(c.node) < eval_at) apart = true;
+    }
     if (!apart) return false;
   }
   return true;
@@ -294,12 +303,13 @@ class EvalWithoutNoGrad final : public Check {
       if (loop < 0 || reported_loops.count(loop)) continue;
       std::string reason;
       bool by_mode_call = false;
-      if (!evaluation_context(m, fn, loop, reason, by_mode_call)) continue;
+      uint32_t eval_at = 0;
+      if (!evaluation_context(m, fn, loop, reason, by_mode_call, eval_at)) continue;
       if (per_item && (!by_mode_call || loop_needs_gradients(m, loop))) continue;
       // Beside a training loop, only the loop that follows an eval() call
       // and needs no gradients itself is an evaluation loop.
       if (candidate == 2 && (!by_mode_call || !m.is_step_loop(loop) || loop_needs_gradients(m, loop) ||
-                             !gradients_only_in_other_loops(m, fn, loop)))
+                             !gradients_only_in_other_loops(m, fn, loop, eval_at)))
         continue;
       reported_loops.insert(loop);
       report(ctx, call, loop, reason);
@@ -368,9 +378,62 @@ class EvalWithoutNoGrad final : public Check {
         }
       }
     }
+    // The same function called with the flag set by a caller that switched
+    // the module to eval mode first (`evaluate()` calling
+    // `self._run_epoch(loader, train=False)` after `self.model.eval()`).
+    for (const Call& c : m.calls()) {
+      if (c.function < 0 || !switches_to_eval[static_cast<size_t>(c.function)]) continue;
+      const Function* callee = callee_in_file(m, c);
+      if (!callee || callee == &m.functions()[c.function]) continue;
+      if (m.grad_state(start_byte(c.node)) != GradState::Enabled || grad_decided_around(m, c.node, c.function)) continue;
+      const Call* mode = nullptr;  // the caller's last mode call before `c`
+      for (const Call& other : m.calls()) {
+        if (start_byte(other.node) >= start_byte(c.node)) break;
+        if (other.function == c.function && mode_of(m, other) != 0) mode = &other;
+      }
+      if (!mode || mode_of(m, *mode) < 0) continue;
+      int fn = static_cast<int>(callee - m.functions().data());
+      for (const std::string& flag : m.flag_parameters(fn)) {
+        std::optional<bool> value = literal_argument(m, c, *callee, flag);
+        if (!value) continue;
+        if (auto found = phase_finding(m, fn, flag, *value, reported_loops, true)) {
+          reported_loops.insert(found->second);
+          std::string reason = fmt::format("when `{}` is {}, as `{}` calls it after `{}`", flag, *value ? "true" : "false",
+                                           m.functions()[c.function].qualified_name, code_snippet(m, mode->node));
+          std::string guard = no_grad_spelling(m);
+          constexpr std::string_view kNoGrad = ".no_grad()";
+          if (guard.size() > kNoGrad.size() && guard.substr(guard.size() - kNoGrad.size()) == kNoGrad)
+            guard = fmt::format("{}.set_grad_enabled({}{})", guard.substr(0, guard.size() - kNoGrad.size()),
+                                *value ? "not " : "", flag);
+          else
+            guard.clear();
+          report(ctx, *found->first, found->second, reason, &guard);
+        }
+      }
+    }
   }
 
  private:
+  // The literal True or False a call passes for parameter `name` of
+  // `callee`, by keyword or by position.
+  static std::optional<bool> literal_argument(const Model& m, const Call& c, const Function& callee,
+                                              const std::string& name) {
+    TSNode arg = m.keyword_argument(c, name);
+    if (is_null(arg)) {
+      auto it = std::find(callee.params.begin(), callee.params.end(), name);
+      if (it == callee.params.end()) return std::nullopt;
+      size_t index = static_cast<size_t>(it - callee.params.begin());
+      bool method = callee.cls >= 0 && !c.method.empty();
+      if (method && index == 0) return std::nullopt;
+      arg = m.positional_argument(c, static_cast<uint32_t>(index - (method ? 1 : 0)));
+    }
+    arg = unparenthesize(arg);
+    if (is_null(arg)) return std::nullopt;
+    if (kind_of(arg) == Kind::True) return true;
+    if (kind_of(arg) == Kind::False) return false;
+    return std::nullopt;
+  }
+
   // The function of this file a call runs: `step(...)`, `self.step(...)`.
   static const Function* callee_in_file(const Model& m, const Call& c) {
     if (c.method.empty()) return kind_of(unparenthesize(c.func)) == Kind::Identifier ? m.find_function(c.callee) : nullptr;
@@ -401,17 +464,26 @@ class EvalWithoutNoGrad final : public Check {
   // With `flag` == `value`: the last live mode call of `fn` is eval(),
   // nothing live needs gradients, and a live module call in a loop over data
   // runs with autograd enabled. The call and the loop to wrap.
+  // `caller_eval`: the caller switched the module to eval mode before calling
+  // `fn` (`self.model.eval(); return self._run_epoch(loader, train=False)`),
+  // so `fn` needs no eval() of its own, only no live train().
   static std::optional<std::pair<const Call*, int>> phase_finding(const Model& m, int fn, const std::string& flag,
-                                                                   bool value, const std::set<int>& reported) {
+                                                                   bool value, const std::set<int>& reported,
+                                                                   bool caller_eval = false) {
     const Call* eval = nullptr;
+    bool trains = false;
     for (const Call& c : m.calls()) {
       if (!within(m, c.function, fn) || m.excluded_when(c.node, flag, value)) continue;
       if (m.is_backward_call(c) || !is_null(m.stepped_optimizer(c)) || c.method == "requires_grad_") return std::nullopt;
-      if (c.function == fn && mode_of(m, c) != 0) eval = mode_of(m, c) > 0 ? &c : nullptr;
+      if (c.function == fn && mode_of(m, c) != 0) {
+        eval = mode_of(m, c) > 0 ? &c : nullptr;
+        trains = trains || mode_of(m, c) < 0;
+      }
     }
-    if (!eval || m.functions()[fn].hook) return std::nullopt;
+    if (m.functions()[fn].hook) return std::nullopt;
+    if (caller_eval ? trains : !eval) return std::nullopt;
     for (const Call& c : m.calls()) {
-      if (c.function != fn || c.loop < 0 || start_byte(c.node) < start_byte(eval->node)) continue;
+      if (c.function != fn || c.loop < 0 || (eval && start_byte(c.node) < start_byte(eval->node))) continue;
       if (m.excluded_when(c.node, flag, value) || !runs_module(m, c)) continue;
       if (m.grad_state(start_byte(c.node)) != GradState::Enabled || grad_decided_around(m, c.node, fn)) continue;
       int loop = loop_to_wrap(m, c);
@@ -513,7 +585,8 @@ class EvalWithoutNoGrad final : public Check {
   // Whether `fn` evaluates at `loop`: the last mode call before the loop is
   // eval(), or there is none and the function is named for evaluation. A
   // train() inside the loop means the loop trains.
-  static bool evaluation_context(const Model& m, int fn, int loop, std::string& reason, bool& by_mode_call) {
+  static bool evaluation_context(const Model& m, int fn, int loop, std::string& reason, bool& by_mode_call,
+                                 uint32_t& eval_at) {
     const Loop& l = m.loops()[loop];
     uint32_t at = start_byte(l.node);
     const Call* last = nullptr;
@@ -529,6 +602,7 @@ class EvalWithoutNoGrad final : public Check {
       if (mode_of(m, *last) < 0) return false;
       reason = fmt::format("after `{}`", code_snippet(m, last->node));
       by_mode_call = true;
+      eval_at = start_byte(last->node);
       return true;
     }
     if (fn < 0 || !named_for_evaluation(m.functions()[fn].name)) return false;
