@@ -4,18 +4,24 @@
 // A finding needs all of:
 //   - an accumulation: `total += v`, `total -= v`, `total = total + v`,
 //     `total = v + total`, `total = total - v`, also into a subscript
-//     (`totals["kl"] += v`) or an attribute (`self.total += v`);
+//     (`totals["kl"] += v`) or an attribute (`self.total += v`), or in place
+//     (`total.add_(v)`, `total.sub_(v)`);
 //   - grad enabled at the statement, and `v` Attached (Unknown never reports);
 //   - the accumulator outlives an iteration that is a step over data: it is
 //     bound before the loop and not started afresh inside it, and one of the
 //     loops it survives iterates a data loader or steps an optimizer. Loops
-//     over layers, heads or time steps (a forward pass, BPTT) are not steps;
+//     over layers, heads or time steps (a forward pass, BPTT) are not steps.
+//     In a function with no loop of its own, the total is an attribute of
+//     an object whose method a step loop calls (`meter.update(loss)`), or a
+//     tensor parameter added into in place that a step loop of the file
+//     passes in from outside the loop (`step(batch, epoch_sum)`);
 //   - the accumulator never reaches backward(): gradient accumulation and a
 //     loss summed from parts are what backward() is meant to walk.
 // List concatenation (`history += [loss]`, `history = history + [loss]`)
 // stores rather than accumulates: TL002 reports it.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <utility>
@@ -40,7 +46,7 @@ class AccumulateUndetached final : public Check {
         // attribute is the total (`meter.update(loss)` adding into
         // `self.total`).
         if (TSNode added = accumulated_value(m, b); !is_null(added) && accumulated_per_step(m, b, added))
-          report(ctx, b, added, Accumulator{});
+          report(ctx, b.statement, b.target, added, Accumulator{});
         continue;
       }
       TSNode added = accumulated_value(m, b);
@@ -59,7 +65,19 @@ class AccumulateUndetached final : public Check {
         a->second.number_total = number_total(m, b);
       }
       if (a->second.feeds_backward) continue;
-      report(ctx, b, added, a->second);
+      report(ctx, b.statement, b.target, added, a->second);
+    }
+    for (const Call& c : m.calls()) {
+      if ((c.method != "add_" && c.method != "sub_") || is_null(c.receiver)) continue;
+      TSNode added = m.positional_argument(c, 0);
+      if (is_null(added) || m.grad_state(start_byte(c.node)) != GradState::Enabled) continue;
+      TSNode receiver = unparenthesize(c.receiver);
+      Kind rk = kind_of(receiver);
+      if (rk != Kind::Identifier && rk != Kind::Attribute) continue;
+      std::string name = m.qualify(receiver);
+      if (name.empty() || m.value(receiver).kind == ValueKind::Module) continue;
+      if (m.feeds_backward(name, c.function)) continue;
+      if (in_place_per_step(m, c, name, added)) report(ctx, c.node, receiver, added, Accumulator{});
     }
   }
 
@@ -85,6 +103,38 @@ class AccumulateUndetached final : public Check {
     if (m.text(left) == target) return right;
     if (op == "+" && m.text(right) == target) return left;
     return TSNode{};
+  }
+
+  // Whether `total.add_(v)` adds history across steps: in a loop that the
+  // total survives as a step over data, or, outside any loop, into a
+  // parameter of the function that a call in a step loop of the file fills
+  // with a total bound before that loop (`self._step(batch, opt,
+  // epoch_sum)`), the value the call adds carrying history.
+  static bool in_place_per_step(const Model& m, const Call& c, const std::string& name, TSNode added) {
+    if (c.loop >= 0) return m.carries_history(added) && survives_step(m, name, c.loop);
+    if (c.function < 0) return false;
+    const Function& f = m.functions()[c.function];
+    auto param = std::find(f.params.begin(), f.params.end(), name);
+    if (param == f.params.end() || !m.reaching(name, start_byte(c.node), c.function) ||
+        m.reaching(name, start_byte(c.node), c.function)->kind != BindingKind::Parameter)
+      return false;
+    size_t index = static_cast<size_t>(param - f.params.begin());
+    bool attached = m.carries_history(added);
+    for (const Call* site : m.call_sites(f)) {
+      if (site->loop < 0) continue;
+      bool method = f.cls >= 0 && !site->method.empty();
+      if (method && index == 0) continue;
+      TSNode arg = m.keyword_argument(*site, name);
+      if (is_null(arg)) arg = m.positional_argument(*site, static_cast<uint32_t>(index - (method ? 1 : 0)));
+      arg = unparenthesize(arg);
+      if (is_null(arg) || (kind_of(arg) != Kind::Identifier && kind_of(arg) != Kind::Attribute)) continue;
+      Provenance here = m.value_in_call(added, *site).grad;
+      if (here == Provenance::Detached || (here == Provenance::Unknown && !attached)) continue;
+      std::string total = m.qualify(arg);
+      if (total.empty() || m.feeds_backward(total, site->function)) continue;
+      if (survives_step(m, total, site->loop)) return true;
+    }
+    return false;
   }
 
   // Whether `self.total += v` in a method accumulates across steps: some
@@ -136,12 +186,12 @@ class AccumulateUndetached final : public Check {
     return b.kind != BindingKind::SubscriptStore && m.holds_list(b.name, b.start, b.function);
   }
 
-  static void report(CheckContext& ctx, const Binding& b, TSNode added, const Accumulator& total) {
+  static void report(CheckContext& ctx, TSNode statement, TSNode target, TSNode added, const Accumulator& total) {
     const Model& m = ctx.model();
     std::string value = code_snippet(m, added);
-    std::string accumulator = code_snippet(m, unparenthesize(b.target));
+    std::string accumulator = code_snippet(m, unparenthesize(target));
     Diagnostic d = ctx.diagnostic(
-        b.statement,
+        statement,
         fmt::format("`{}` accumulates `{}` with its autograd graph, keeping every iteration's graph alive",
                     accumulator, value));
     // A loss is a scalar: `.item()` is the idiom, and the fix when the total
