@@ -15,6 +15,16 @@ void register_frontend(std::unique_ptr<LanguageFrontend> frontend) {
 
 const std::vector<std::unique_ptr<LanguageFrontend>>& frontends() { return registry(); }
 
+bool is_cpp_source_path(std::string_view path) {
+  size_t dot = path.rfind('.');
+  size_t slash = path.find_last_of("/\\");
+  if (dot == std::string_view::npos || (slash != std::string_view::npos && dot < slash)) return false;
+  std::string_view ext = path.substr(dot);
+  for (std::string_view e : {".cpp", ".cc", ".cxx", ".c++", ".h", ".hpp", ".hh", ".hxx"})
+    if (ext == e) return true;
+  return false;
+}
+
 const LanguageFrontend* frontend_for(std::string_view path) {
   for (const auto& f : registry())
     if (f->handles(path)) return f.get();

@@ -75,5 +75,9 @@ class LanguageFrontend {
 void register_frontend(std::unique_ptr<LanguageFrontend> frontend);
 const std::vector<std::unique_ptr<LanguageFrontend>>& frontends();
 const LanguageFrontend* frontend_for(std::string_view path);
+// Whether a path names a C++ source or header by its extension (.cpp, .cc,
+// .cxx, .c++, .h, .hpp, .hh, .hxx): the C++ frontend's files, also known to a
+// build without it, which then says so.
+bool is_cpp_source_path(std::string_view path);
 
 }  // namespace torchleak

@@ -1,4 +1,5 @@
 #include "core/discovery.h"
+#include "core/analysis.h"
 
 #include <fnmatch.h>
 #include <git2.h>
@@ -145,7 +146,10 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
       if (excluded(options.exclude, file, file)) continue;
       if (options.excluded_by_config && options.excluded_by_config(file.generic_string())) continue;
       if (!handles(given)) {
-        out.errors.emplace_back(given, "not a Python or C++ source file");
+        out.errors.emplace_back(given, is_cpp_source_path(given)
+                                           ? "a C++ source file, and this build of torchleak has no LibTorch (C++) "
+                                             "frontend: it needs a build with Clang's libraries (docs/install.md)"
+                                           : "not a Python or C++ source file");
         continue;
       }
       add(file.generic_string());

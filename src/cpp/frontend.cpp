@@ -79,11 +79,7 @@ class CppFrontend final : public LanguageFrontend {
  public:
   std::string_view language() const override { return "cpp"; }
 
-  bool handles(std::string_view path) const override {
-    std::string ext = fs::path(std::string(path)).extension().string();
-    return ext == ".cpp" || ext == ".cc" || ext == ".cxx" || ext == ".c++" || ext == ".h" || ext == ".hpp" ||
-           ext == ".hh" || ext == ".hxx";
-  }
+  bool handles(std::string_view path) const override { return is_cpp_source_path(path); }
 
   // A lexical check, since a fix's text has no compile command of its own:
   // every token lexes (no unterminated literal or comment) and brackets
