@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # Installs what torchleak needs on Debian (bookworm) and builds it.
-# Usage: scripts/setup.sh [PRESET]   (PRESET: release (default), dev, asan, fuzz)
+# Usage: scripts/setup.sh [PRESET]   (PRESET: release (default), dev, asan, fuzz, portable)
+#        scripts/setup.sh --deps-only   only what building the wheel of the Python
+#                                       analysis needs (the GitHub Action, docs/install.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset="${1:-release}"
 
-# Debian packages: the toolchain and every library torchleak links against.
-packages=(
-  build-essential cmake ninja-build pkg-config git
-  libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-  libgit2-dev libxxhash-dev libgtest-dev libdtl-dev libmimalloc-dev jq
-  libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
-  # libFuzzer's runtime (libclang_rt.fuzzer) for the fuzz preset: clang-14 only recommends it.
-  libclang-rt-14-dev
-)
+if [ "$preset" = "--deps-only" ]; then
+  # The toolchain and the libraries of the Python analysis, nothing for the tests.
+  packages=(
+    build-essential cmake ninja-build pkg-config git python3-venv
+    libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev libgit2-dev libxxhash-dev
+  )
+else
+  # Debian packages: the toolchain and every library torchleak links against.
+  packages=(
+    build-essential cmake ninja-build pkg-config git
+    libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
+    libgit2-dev libxxhash-dev libgtest-dev libdtl-dev libmimalloc-dev jq
+    libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
+    # libFuzzer's runtime (libclang_rt.fuzzer) for the fuzz preset: clang-14 only recommends it.
+    libclang-rt-14-dev
+  )
+fi
 # Node.js and npm only fetch the pinned grammar sources. A machine that already
 # has them (from any source) keeps its own: Debian's npm package conflicts with
 # a Node.js that bundles npm, and apt then refuses the whole install.
@@ -43,5 +53,6 @@ if [ ! -f node_modules/tree-sitter-python/src/parser.c ] || [ package-lock.json 
   npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
 
+[ "$preset" = "--deps-only" ] && exit 0
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"
