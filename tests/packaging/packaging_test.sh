@@ -53,6 +53,9 @@ expect "... and that is not nothing" grep -q "Found 5 problems in 2 files" "$wor
 libs="$(ldd "$tl" | awk '{print $1}' | sed -E 's/\.so.*//' | sort | tr '\n' ' ')"
 expect "the executable needs only glibc and GSSAPI (Kerberos): $libs" test "$libs" = \
   "/lib64/ld-linux-x86-64 libc libcom_err libgssapi_krb5 libk5crypto libkeyutils libkrb5 libkrb5support libm libresolv linux-vdso "
+newest="$(objdump -T "$tl" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)"
+expect "the newest glibc symbol version it needs is the one docs/install.md names ($newest)" \
+  grep -q "glibc ${newest#GLIBC_} or later" "$src/docs/install.md"
 printf 'int main() { return 0; }\n' >"$work/main.cpp"
 status=0
 out="$("$tl" check "$work/main.cpp" 2>&1)" || status=$?
