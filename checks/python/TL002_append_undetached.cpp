@@ -5,7 +5,9 @@
 // on `c[k]`, as in `history["loss"].append(v)`), `c += [v]` and `c += v` on a
 // list, `c = c + [v]`, `c[k] = v` with a key that is not a literal (a
 // constant key overwrites one entry: no growth), and `c = torch.cat([c, v])`
-// (stack, vstack, ...). A finding needs, as TL001 does: an Attached value
+// (stack, vstack, ...), in a loop or, for a container on `self`, in a
+// function called once per training step (Lightning's training_step, a step
+// helper). A finding needs, as TL001 does: an Attached value
 // (each element of a tuple, list or dict display, the element expression of a
 // comprehension), a container that survives a step over data, and a
 // container that never reaches backward() (`torch.stack(losses).mean()
@@ -50,11 +52,11 @@ class AppendUndetached final : public Check {
     for (const Call& c : m.calls()) add_call_store(m, c, stores);
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
     for (const Store& s : stores) {
-      if (s.loop < 0 || s.container.empty()) continue;
+      if (s.container.empty()) continue;
       if (s.copies && m.grad_state(s.at) != GradState::Enabled) continue;
       // The container's fate first: it is asked of names, the value engine
       // of expressions.
-      if (!survives_step(m, s.container, s.loop)) continue;
+      if (s.loop >= 0 ? !survives_step(m, s.container, s.loop) : !survives_per_step_call(m, s)) continue;
       std::vector<TSNode> leaves;
       attached_leaves(m, s.value, s.skip, leaves);
       if (leaves.empty()) continue;
@@ -64,10 +66,28 @@ class AppendUndetached final : public Check {
   }
 
  private:
+  // A store outside any loop, in a function called once per training step
+  // (Lightning's training_step, a step helper the loop calls): a container
+  // on `self` outlives the call unless every call, or another per-step hook
+  // of the class, starts it afresh. A module's forward is TL003's.
+  static bool survives_per_step_call(const Model& m, const Store& s) {
+    if (s.function < 0 || !s.container.starts_with("self.")) return false;
+    if (m.functions()[s.function].name == "forward" || !m.runs_per_step(s.function)) return false;
+    if (m.grad_state(s.at) == GradState::Disabled) return false;
+    return !m.reset_per_step(s.container, s.function);
+  }
+
+  // Whether a store outside a loop may still outlive a step: in a function
+  // of a class, on `self` (survives_per_step_call decides).
+  static bool may_store_per_step(const Model& m, int function, std::string_view container) {
+    return function >= 0 && m.functions()[function].cls >= 0 && container.starts_with("self.");
+  }
+
   // `c.append(v)`, `c.extend(v)`, `c.insert(i, v)`, with the container a name,
   // an attribute, or a subscript of one.
   static void add_call_store(const Model& m, const Call& c, std::vector<Store>& out) {
-    if (c.loop < 0 || is_null(c.receiver)) return;
+    if (is_null(c.receiver)) return;
+    if (c.loop < 0 && (c.function < 0 || m.functions()[c.function].cls < 0)) return;
     uint32_t position = c.method == "insert" ? 1 : 0;
     if (c.method != "append" && c.method != "extend" && c.method != "insert") return;
     // list.append takes one argument, list.insert two, and neither takes
@@ -80,12 +100,12 @@ class AppendUndetached final : public Check {
     TSNode container = unparenthesize(c.receiver);
     while (kind_of(container) == Kind::Subscript) container = unparenthesize(field(container, "value"));
     std::string name = m.qualify(container);
-    if (name.empty()) return;
+    if (name.empty() || (c.loop < 0 && !may_store_per_step(m, c.function, name))) return;
     out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop, false});
   }
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
-    if (b.loop < 0 || is_null(b.value)) return;
+    if (is_null(b.value) || (b.loop < 0 && !may_store_per_step(m, b.function, b.name))) return;
     // The container's name is copied once the binding is known to store.
     Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, false};
     TSNode value = unparenthesize(b.value);

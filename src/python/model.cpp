@@ -1,6 +1,7 @@
 #include "python/model.h"
 
 #include <algorithm>
+#include <functional>
 #include <array>
 #include <cctype>
 #include <optional>
@@ -1477,13 +1478,18 @@ bool Model::feeds_backward(std::string_view name, int function) const {
 bool Model::reset_in_loop(std::string_view name, int loop, bool every_iteration) const {
   if (loop < 0) return false;
   const Loop& l = loops_[loop];
-  TSNode body = field(l.node, "body");
-  // Whether `node` runs on every iteration of the loop.
-  auto every = [&](TSNode node) { return !every_iteration || is_null(body) || unconditional_within(node, body); };
+  return reset_in_region(name, l.function, field(l.node, "body"), every_iteration,
+                         [&](uint32_t at) { return loop_contains(loop, at); });
+}
+
+bool Model::reset_in_region(std::string_view name, int function, TSNode body, bool every_time,
+                            const std::function<bool(uint32_t)>& inside) const {
+  // Whether `node` runs every time the region does.
+  auto every = [&](TSNode node) { return !every_time || is_null(body) || unconditional_within(node, body); };
   // `stats.total` starts afresh with `stats.total = 0` and with `stats = Stats()`.
   for (std::string_view n = name;; n = n.substr(0, n.rfind('.'))) {
-    for (const Binding* b : bindings_of(n, l.function)) {
-      if (!loop_contains(loop, b->start)) continue;
+    for (const Binding* b : bindings_of(n, function)) {
+      if (!inside(b->start)) continue;
       switch (b->kind) {
         case BindingKind::ForTarget:
         case BindingKind::WithTarget:
@@ -1497,11 +1503,26 @@ bool Model::reset_in_loop(std::string_view name, int loop, bool every_iteration)
       }
     }
     for (const Call& c : calls_) {
-      if (c.function == l.function && c.method == "clear" && loop_contains(loop, start_byte(c.node)) &&
-          qualify(c.receiver) == n && every(c.node))
+      if (c.function == function && c.method == "clear" && inside(start_byte(c.node)) && qualify(c.receiver) == n &&
+          every(c.node))
         return true;
     }
     if (n.rfind('.') == std::string_view::npos) break;
+  }
+  return false;
+}
+
+bool Model::reset_per_step(std::string_view name, int function) const {
+  if (function < 0) return false;
+  auto whole = [](uint32_t) { return true; };
+  const Function& f = functions_[function];
+  if (reset_in_region(name, function, f.body, true, whole)) return true;
+  if (!name.starts_with("self.") || f.cls < 0) return false;
+  for (size_t g = 0; g < functions_.size(); ++g) {
+    const Function& other = functions_[g];
+    if (static_cast<int>(g) == function || other.cls != f.cls || !other.hook) continue;
+    if (other.hook->role != HookRole::TrainingStep && other.hook->role != HookRole::PerStep) continue;
+    if (reset_in_region(name, static_cast<int>(g), other.body, true, whole)) return true;
   }
   return false;
 }

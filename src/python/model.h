@@ -31,6 +31,10 @@ enum class Device : uint8_t { Unknown, Host, Accelerator };
 struct ValueParts;
 class Model;
 
+// A condition's value where the engine can tell: an isinstance test of a
+// parameter given the argument's value.
+enum class Truth : uint8_t { False, True, Unknown };
+
 // The abstract value of an expression, computed by one engine
 // (Model::value): facets for autograd history, device and kind, and, where
 // the code shows it, the value's structure: the positions of a tuple (a tuple
@@ -402,6 +406,12 @@ class Model {
   // (`if step % 100 == 0: total = 0`), and what it resets still carries
   // the iterations between two resets.
   bool reset_in_loop(std::string_view name, int loop, bool every_iteration = false) const;
+  // The same for one call of a function that runs once per training step
+  // (runs_per_step): `name` starts afresh on every call, in the function or,
+  // for an attribute of `self`, in another per-step hook of its class
+  // (`on_train_batch_start`). A reset in an epoch hook is periodic: it does
+  // not count.
+  bool reset_per_step(std::string_view name, int function) const;
   // Whether `name` at `use` holds a list: its binding (through augmented
   // assignments) is `[...]`, a list comprehension or `list(...)`.
   bool holds_list(std::string_view name, uint32_t use, int function) const;
@@ -446,6 +456,8 @@ class Model {
   struct Builder;
   friend struct Builder;
 
+  bool reset_in_region(std::string_view name, int function, TSNode body, bool every_time,
+                       const std::function<bool(uint32_t)>& inside) const;
   Provenance provenance_uncached(TSNode expr, int depth) const;
   // The value engine (value.cpp); `env` binds a function's parameters to the
   // arguments of the call being evaluated.
@@ -455,6 +467,8 @@ class Model {
   Value binding_value(const Binding& b, const ValueEnv* env, int depth) const;
   Value call_value(TSNode call, const ValueEnv* env, int depth) const;
   Value returns_value(const Function& f, const ValueEnv* env, int depth) const;
+  Truth guard_truth(TSNode condition, const Function& f, const ValueEnv* env, int depth, bool& isinstance_test) const;
+  Truth return_reachable(TSNode ret, const Function& f, const ValueEnv* env, int depth, bool& isinstance_test) const;
   Value parameter_value(const Function& f, size_t index, int depth) const;
   Value module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const;
   std::optional<Value> callable_output(TSNode call, TSNode func, const ValueEnv* env, int depth) const;

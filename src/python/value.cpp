@@ -929,17 +929,141 @@ std::optional<Value> Model::callable_output(TSNode call, TSNode func, const Valu
   return out;
 }
 
+namespace {
+
+Truth negate(Truth t) { return t == Truth::Unknown ? t : t == Truth::True ? Truth::False : Truth::True; }
+
+bool tensor_like(const Value& v) { return v.kind == ValueKind::Tensor || v.kind == ValueKind::Loss; }
+// A dict display (string keys), a tuple or list display: containers whose shape the code shows.
+bool dict_like(const Value& v) {
+  return v.kind == ValueKind::Container && v.parts && !v.parts->fields.empty() && v.parts->items.empty();
+}
+bool sequence_like(const Value& v) {
+  return v.kind == ValueKind::Container && v.parts && !v.parts->items.empty() && v.parts->fields.empty();
+}
+
+}  // namespace
+
+// `isinstance(x, T)` for a value of known shape: a tensor, a dict display, a
+// tuple or list display. Unknown for anything else.
+static Truth isinstance_of(const Value& v, std::string_view type) {
+  bool tensor = type == "torch.Tensor" || type == "torch.nn.Parameter";
+  bool dict = type == "dict" || type == "Mapping" || type == "collections.abc.Mapping" || type == "typing.Mapping";
+  bool sequence = type == "list" || type == "tuple" || type == "Sequence" || type == "collections.abc.Sequence";
+  if (tensor) {
+    if (tensor_like(v)) return Truth::True;
+    if (dict_like(v) || sequence_like(v) || v.kind == ValueKind::Number || v.kind == ValueKind::None)
+      return Truth::False;
+    return Truth::Unknown;
+  }
+  if (dict) {
+    if (dict_like(v)) return Truth::True;
+    if (tensor_like(v) || sequence_like(v) || v.kind == ValueKind::Number || v.kind == ValueKind::None)
+      return Truth::False;
+    return Truth::Unknown;
+  }
+  if (sequence) {
+    if (tensor_like(v) || dict_like(v) || v.kind == ValueKind::Number || v.kind == ValueKind::None)
+      return Truth::False;
+    return Truth::Unknown;  // a tuple display may be a list, a list a tuple
+  }
+  return Truth::Unknown;
+}
+
+// Whether `condition` holds given the parameters' values: `isinstance(p, T)`
+// (T a type or a tuple of types) and `not` of it, for a parameter `p` of the
+// function; Unknown for any other condition. `decided` tells whether the
+// condition was an isinstance test at all.
+Truth Model::guard_truth(TSNode condition, const Function& f, const ValueEnv* env, int depth, bool& isinstance_test) const {
+  condition = unparenthesize(condition);
+  if (kind_of(condition) == Kind::NotOperator) return negate(guard_truth(field(condition, "argument"), f, env, depth, isinstance_test));
+  if (kind_of(condition) != Kind::Call || qualify(field(condition, "function")) != "isinstance") return Truth::Unknown;
+  Call c{};
+  c.args = field(condition, "arguments");
+  TSNode subject = unparenthesize(positional_argument(c, 0)), types = unparenthesize(positional_argument(c, 1));
+  if (kind_of(subject) != Kind::Identifier || is_null(types)) return Truth::Unknown;
+  if (std::find(f.params.begin(), f.params.end(), text(subject)) == f.params.end()) return Truth::Unknown;
+  isinstance_test = true;
+  Value v = value_at(subject, env, depth + 1);
+  std::vector<TSNode> alternatives;
+  if (kind_of(types) == Kind::Tuple) for_each_named_child(types, [&](TSNode t) { alternatives.push_back(t); });
+  else alternatives.push_back(types);
+  Truth out = Truth::False;
+  for (TSNode t : alternatives) {
+    std::string q = qualify(t);
+    if (q.empty()) q = std::string(text(t));
+    Truth one = isinstance_of(v, q);
+    if (one == Truth::True) return Truth::True;
+    if (one == Truth::Unknown) out = Truth::Unknown;
+  }
+  return out;
+}
+
+// Whether the return statement `ret` of `f` can run: the `if` tests around
+// it hold, and the earlier `if` tests of its blocks whose body returns do
+// not. Only isinstance tests on parameters are decided (guard_truth).
+Truth Model::return_reachable(TSNode ret, const Function& f, const ValueEnv* env, int depth, bool& isinstance_test) const {
+  Truth out = Truth::True;
+  auto require = [&](Truth t) {
+    if (t == Truth::False) out = Truth::False;
+    else if (t == Truth::Unknown && out == Truth::True) out = Truth::Unknown;
+  };
+  auto always_returns = [&](TSNode block) {
+    uint32_t n = is_null(block) ? 0 : ts_node_named_child_count(block);
+    for (uint32_t i = n; i > 0; --i) {
+      TSNode last = ts_node_named_child(block, i - 1);
+      if (kind_of(last) == Kind::Comment) continue;
+      return kind_of(last) == Kind::ReturnStatement;
+    }
+    return false;
+  };
+  TSNode child = ret;
+  for (TSNode p = ts_node_parent(ret); !is_null(p) && !ts_node_eq(child, f.body); child = p, p = ts_node_parent(p)) {
+    if (kind_of(p) == Kind::Block) {
+      // Earlier statements of the block: an `if` (no else) whose body returns.
+      for (uint32_t i = 0; i < ts_node_named_child_count(p); ++i) {
+        TSNode s = ts_node_named_child(p, i);
+        if (ts_node_eq(s, child)) break;
+        if (kind_of(s) != Kind::IfStatement || !is_null(field(s, "alternative"))) continue;
+        if (always_returns(field(s, "consequence")))
+          require(negate(guard_truth(field(s, "condition"), f, env, depth, isinstance_test)));
+      }
+    } else if (kind_of(p) == Kind::IfStatement) {
+      Truth cond = guard_truth(field(p, "condition"), f, env, depth, isinstance_test);
+      if (ts_node_eq(child, field(p, "consequence"))) require(cond);
+      else if (kind_of(child) == Kind::ElseClause || kind_of(child) == Kind::ElifClause) require(negate(cond));
+    } else if (kind_of(p) == Kind::ElifClause && ts_node_eq(child, field(p, "consequence"))) {
+      require(guard_truth(field(p, "condition"), f, env, depth, isinstance_test));
+    }
+    if (out == Truth::False) return out;
+  }
+  return out;
+}
+
 Value Model::returns_value(const Function& f, const ValueEnv* env, int depth) const {
   // A generator's `return` is not what the caller receives.
   std::string_view body = text(f.body);
   if (body.find("yield") != std::string_view::npos) return {};
   std::vector<TSNode> values = returned_values(f);
   if (values.empty()) return facets(Provenance::Detached, Device::Host, ValueKind::None);
+  // Returns guarded by isinstance tests on the parameters (a helper that
+  // detaches a tensor and walks a dict or a tuple): the values given decide
+  // which can run; when they cannot, the history is not known.
+  bool guarded = body.find("isinstance") != std::string_view::npos;
   std::optional<Value> out;
+  bool undecided = false;
   for (TSNode v : values) {
+    bool isinstance_test = false;
+    TSNode ret = ts_node_parent(v);
+    while (!is_null(ret) && kind_of(ret) != Kind::ReturnStatement) ret = ts_node_parent(ret);
+    Truth reachable = guarded && !is_null(ret) ? return_reachable(ret, f, env, depth, isinstance_test) : Truth::True;
+    if (reachable == Truth::False) continue;
+    if (reachable == Truth::Unknown && isinstance_test) undecided = true;
     Value r = value_at(v, env, depth + 1);
     out = out ? join(*out, r) : r;
   }
+  if (!out) return {};
+  if (undecided && out->grad == Provenance::Attached) out->grad = Provenance::Unknown;
   return *out;
 }
 

@@ -1379,6 +1379,39 @@ def f(batch, loader):
   EXPECT_EQ(p.last("parts").element().device, Device::Accelerator);
 }
 
+TEST(ModelValue, IsinstanceGuardedReturnsFollowTheArgument) {
+  Program p(R"(
+import torch
+import torch.nn.functional as F
+
+def to_host(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu()
+    return x
+
+def detach_all(obj):
+    if isinstance(obj, torch.Tensor):
+        return obj.detach()
+    if isinstance(obj, dict):
+        return {k: detach_all(v) for k, v in obj.items()}
+    return obj
+
+def f(model, x, y, other):
+    loss = F.mse_loss(model(x), y)
+    log = {"loss": loss}
+    a = to_host(loss)
+    b = to_host(log)
+    c = to_host(other)
+    d = detach_all(log)
+    return a, b, c, d
+)");
+  EXPECT_EQ(p.last("a").grad, Provenance::Detached);  // only the tensor branch runs
+  EXPECT_EQ(p.last("a").device, Device::Host);
+  EXPECT_EQ(p.last("b").field("loss").grad, Provenance::Attached);  // a dict passes through as it is
+  EXPECT_EQ(p.last("c").grad, Provenance::Unknown);  // which branch runs is not known
+  EXPECT_NE(p.last("d").field("loss").grad, Provenance::Attached);  // the dict branch, not the pass-through
+}
+
 TEST(ModelValue, ModuleContainersYieldModules) {
   Program p(R"(
 import torch.nn as nn
