@@ -1854,6 +1854,22 @@ Provenance Model::call_provenance(TSNode call, int depth) const {
     }
     if (module_instance_at(func, depth + 1)) return module_output(func);
     if (is_loss_function(func) || loss_of_attached()) return Provenance::Attached;
+    // A method of an object that is no tensor (an Accelerator, an optimizer,
+    // a loader, a generator) given values without history: the object has no
+    // graph of its own to add (`accelerator.gather(logits)` of logits
+    // computed under no_grad).
+    ValueKind object = value(receiver).kind;
+    if (object == ValueKind::Other || object == ValueKind::Optimizer || object == ValueKind::Loader ||
+        object == ValueKind::Generator) {
+      bool none_attached = true, any = false;
+      for_each_named_child(field(call, "arguments"), [&](TSNode a) {
+        if (kind_of(a) == Kind::Comment) return;
+        any = true;
+        if (value(kind_of(a) == Kind::KeywordArgument ? field(a, "value") : a).grad != Provenance::Detached)
+          none_attached = false;
+      });
+      if (any && none_attached) return Provenance::Detached;
+    }
     Provenance recv = provenance_at(receiver, depth + 1);
     if (recv == Provenance::Unknown) return Provenance::Unknown;
     return join(recv, args_provenance());
