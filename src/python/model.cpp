@@ -1651,11 +1651,23 @@ bool Model::is_step_loop(int loop) const {
       if (kind_of(clause) == Kind::ForInClause && is_data_loader(field(clause, "right"))) return true;
     }
   }
+  // An optimizer built in the loop's iteration and stepped by a loop nested
+  // in it is a fresh optimization per iteration (one per timestep, image or
+  // item): the nested loop is the one that steps.
+  auto fresh_per_iteration = [&](const Call& c, TSNode optimizer) {
+    optimizer = unparenthesize(optimizer);
+    if (kind_of(optimizer) != Kind::Identifier || innermost_loop(start_byte(c.node), c.function) == loop) return false;
+    const Binding* b = reaching(text(optimizer), start_byte(c.node), c.function);
+    return b && loop_contains(loop, b->start);
+  };
   for (const Call& c : calls_) {
     if (c.method != "step" || c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
-    if (is_optimizer(c.receiver)) return true;
+    if (is_optimizer(c.receiver)) {
+      if (fresh_per_iteration(c, c.receiver)) continue;
+      return true;
+    }
     TSNode first = positional_argument(c, 0);  // scaler.step(optimizer)
-    if (!is_null(first) && is_optimizer(first)) return true;
+    if (!is_null(first) && is_optimizer(first) && !fresh_per_iteration(c, first)) return true;
   }
   return false;
 }

@@ -353,8 +353,9 @@ class Model {
   std::vector<int> enclosing_loops(uint32_t byte, int function) const;
   // Whether one iteration of `loop` spans at least one step over data: the
   // loop, or a loop nested in it, iterates a data loader, or the loop calls an
-  // optimizer's step(). Loops over layers, heads, time steps or micro-batches
-  // are not step loops.
+  // optimizer's step(), unless the optimizer is built in the same iteration
+  // and stepped by a nested loop (a fresh optimization per timestep or item).
+  // Loops over layers, heads, time steps or micro-batches are not step loops.
   bool is_step_loop(int loop) const;
   // Whether one call of `function` is one training step, with no loop of its
   // own: a framework's training-step or per-step hook (Lightning's

@@ -190,6 +190,43 @@ def train(model, dataset, heads, optimizer, scaler, epochs):
   EXPECT_FALSE(m.is_step_loop(-1));
 }
 
+TEST(ModelLoops, AFreshOptimizationPerIterationIsNoStepOfTheOuterLoop) {
+  Program p(R"(import torch
+
+
+def invert(latents, embeddings, steps, inner):
+    kept = []
+    shared = torch.optim.Adam([embeddings], lr=1e-2)
+    for i in range(steps):
+        opt = torch.optim.Adam([embeddings], lr=1e-2)
+        for j in range(inner):
+            opt.step()
+        for k in range(inner):
+            shared.step()
+        kept.append(embeddings.detach())
+    for n in range(steps):
+        opt2 = torch.optim.SGD([embeddings], lr=0.1)
+        opt2.step()
+    return kept
+)");
+  const Model& m = p.model();
+  EXPECT_TRUE(m.is_step_loop(p.loop("for j")));
+  // The optimizer built each iteration does not make `for i` a step loop; the shared one does.
+  EXPECT_TRUE(m.is_step_loop(p.loop("for i")));
+  EXPECT_TRUE(m.is_step_loop(p.loop("for n")));  // built and stepped in the same iteration
+  Program q(R"(import torch
+
+
+def invert(embeddings, steps, inner):
+    for i in range(steps):
+        opt = torch.optim.Adam([embeddings], lr=1e-2)
+        for j in range(inner):
+            opt.step()
+)");
+  EXPECT_FALSE(q.model().is_step_loop(q.loop("for i")));
+  EXPECT_TRUE(q.model().is_step_loop(q.loop("for j")));
+}
+
 TEST(ModelLoops, DataLoaders) {
   Program p(R"(from torch.utils.data import DataLoader
 
