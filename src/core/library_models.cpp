@@ -351,7 +351,8 @@ bool glob_match(const std::string& pattern, std::string_view name) {
 void LibraryModels::note_effects(const std::string& name, const CallModel& m) {
   unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u) |
                      (m.grad_mode != GradMode::Unchanged ? kGradMode : 0u) |
-                     (m.anomaly_detection || m.anomaly_detection_block ? kAnomalyDetection : 0u);
+                     (m.anomaly_detection || m.anomaly_detection_block ? kAnomalyDetection : 0u) |
+                     (m.environment_check ? kEnvironmentCheck : 0u);
   if (effects) effect_names_[name.substr(name.rfind('.') + 1)] |= effects;
 }
 

@@ -164,6 +164,10 @@ class LibraryModels {
   bool may_release_cache(std::string_view name) const { return has_effect(name, kReleaseCache); }
   bool may_set_grad_mode(std::string_view name) const { return has_effect(name, kGradMode); }
   bool may_switch_anomaly_detection(std::string_view name) const { return has_effect(name, kAnomalyDetection); }
+  // Whether some model of this last name is a test of the machine or the
+  // process (`is_main_process`): for a property or method of an object whose
+  // class is not known.
+  bool may_check_environment(std::string_view name) const { return has_effect(name, kEnvironmentCheck); }
 
   // Registries (`[[registries]]`): the configuration key that names a class
   // registered by the decorator `qualified` (`@HOOKS.register_module()`:
@@ -190,7 +194,14 @@ class LibraryModels {
   ModelNameMap<HookModel> hooks_;  // "class\0method"
   ModelNameMap<bool> hook_classes_;
   ModelNameMap<bool> hook_methods_;  // the hooks' method names, a gate
-  enum : unsigned { kBackward = 1, kStep = 2, kReleaseCache = 4, kGradMode = 8, kAnomalyDetection = 16 };
+  enum : unsigned {
+    kBackward = 1,
+    kStep = 2,
+    kReleaseCache = 4,
+    kGradMode = 8,
+    kAnomalyDetection = 16,
+    kEnvironmentCheck = 32
+  };
   bool has_effect(std::string_view name, unsigned effect) const {
     auto it = effect_names_.find(name);
     return it != effect_names_.end() && (it->second & effect);

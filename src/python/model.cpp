@@ -1203,6 +1203,29 @@ bool Model::is_environment_check(TSNode condition) const {
   Kind k = kind_of(condition);
   if (k == Kind::BooleanOperator && text(ts_node_child(condition, 1)) == "and")
     return is_environment_check(field(condition, "left")) && is_environment_check(field(condition, "right"));
+  if (k == Kind::NotOperator) return is_environment_check(field(condition, "argument"));
+  // `dist.get_rank() == 0`, `args.local_rank in (-1, 0)`: a test of the process compared with a constant.
+  if (k == Kind::ComparisonOperator && ts_node_named_child_count(condition) == 2) {
+    TSNode right = unparenthesize(ts_node_named_child(condition, 1));
+    Kind rk = kind_of(right);
+    bool constant = rk == Kind::Integer || rk == Kind::String || rk == Kind::True || rk == Kind::False ||
+                    rk == Kind::None || rk == Kind::Tuple || rk == Kind::List;
+    return constant && is_environment_check(ts_node_named_child(condition, 0));
+  }
+  // A property of the process (`state.is_world_process_zero`,
+  // `accelerator.is_main_process`) or a method of an object (`trainer.is_world_process_zero()`).
+  TSNode member = k == Kind::Attribute ? condition : TSNode{};
+  if (k == Kind::Call && kind_of(unparenthesize(field(condition, "function"))) == Kind::Attribute)
+    member = unparenthesize(field(condition, "function"));
+  if (!is_null(member)) {
+    std::string_view name = text(field(member, "attribute"));
+    if (library().may_check_environment(name)) {
+      std::string cls = class_of(field(member, "object"));
+      if (cls.empty()) return true;  // the name decides for an object of unknown class
+      const CallModel* model = library().method(cls, name);
+      if (model) return model->environment_check;
+    }
+  }
   if (k != Kind::Call) return false;
   const CallModel* model = library().call(qualify(field(condition, "function")));
   return model && model->environment_check;

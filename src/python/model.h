@@ -327,8 +327,10 @@ class Model {
   // The parameters of `function` that its own `if` statements test as flags.
   std::vector<std::string> flag_parameters(int function) const;
   // Whether `condition` only tests the machine or the process
-  // (`torch.cuda.is_available()`, possibly joined by `and`): a branch under it
-  // runs on every step of the runs that matter.
+  // (`torch.cuda.is_available()`, `dist.get_rank() == 0`,
+  // `accelerator.is_main_process`, `not` of one, several joined by `and`;
+  // the library models' environment-check entries): a branch under it runs
+  // on every step of the runs that matter.
   bool is_environment_check(TSNode condition) const;
   // Whether `c` releases the accelerator's cache (torch.cuda.empty_cache()).
   bool releases_cache(const Call& c) const;

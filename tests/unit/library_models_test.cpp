@@ -95,6 +95,11 @@ TEST(LibraryModels, ClassesAliasesAndBases) {
   EXPECT_TRUE(m.method("torch.nn.ModuleDict", "items")->pairs);
   EXPECT_EQ(m.method("torch.nn.ModuleList", "__iter__")->elements, ValueKind::Module);
   EXPECT_EQ(m.method("torch.nn.ModuleDict", "__iter__"), nullptr);
+  // Tests of the process, also by their last name for an object of unknown class.
+  EXPECT_TRUE(m.method("accelerate.Accelerator", "is_main_process")->environment_check);
+  EXPECT_TRUE(m.may_check_environment("is_world_process_zero"));
+  EXPECT_TRUE(m.may_check_environment("get_rank"));
+  EXPECT_FALSE(m.may_check_environment("empty_cache"));
 }
 
 TEST(LibraryModels, Hooks) {
