@@ -51,12 +51,13 @@ class AppendUndetached final : public Check {
     std::vector<Store> stores;
     for (const Call& c : m.calls()) add_call_store(m, c, stores);
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
+    std::vector<signed char> per_step(m.functions().size(), -1);  // runs_per_step, asked once per function
     for (const Store& s : stores) {
       if (s.container.empty()) continue;
       if (s.copies && m.grad_state(s.at) != GradState::Enabled) continue;
       // The container's fate first: it is asked of names, the value engine
       // of expressions.
-      if (s.loop >= 0 ? !survives_step(m, s.container, s.loop) : !survives_per_step_call(m, s)) continue;
+      if (s.loop >= 0 ? !survives_step(m, s.container, s.loop) : !survives_per_step_call(m, s, per_step)) continue;
       std::vector<TSNode> leaves;
       attached_leaves(m, s.value, s.skip, leaves);
       if (leaves.empty()) continue;
@@ -70,9 +71,13 @@ class AppendUndetached final : public Check {
   // (Lightning's training_step, a step helper the loop calls): a container
   // on `self` outlives the call unless every call, or another per-step hook
   // of the class, starts it afresh. A module's forward is TL003's.
-  static bool survives_per_step_call(const Model& m, const Store& s) {
+  static bool survives_per_step_call(const Model& m, const Store& s, std::vector<signed char>& per_step) {
     if (s.function < 0 || !s.container.starts_with("self.")) return false;
-    if (m.functions()[s.function].name == "forward" || !m.runs_per_step(s.function)) return false;
+    const std::string& name = m.functions()[s.function].name;
+    if (name == "forward" || name == "__init__") return false;
+    signed char& known = per_step[static_cast<size_t>(s.function)];
+    if (known < 0) known = m.runs_per_step(s.function) ? 1 : 0;
+    if (!known) return false;
     if (m.grad_state(s.at) == GradState::Disabled) return false;
     return !m.reset_per_step(s.container, s.function);
   }

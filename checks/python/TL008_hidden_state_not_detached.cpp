@@ -710,10 +710,13 @@ class HiddenStateNotDetached final : public Check {
     const Model& m = ctx.model();
     std::optional<Summaries> sums;
     for (const Call& c : m.calls()) {
-      if (!passes_state_argument(c) || !runs_module(m, c)) continue;
-      if (m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
+      // The cheap questions first: most calls pass no state, bind nothing or
+      // bind nothing they were given; only then whether a module runs.
+      if (!passes_state_argument(c)) continue;
+      if (c.loop < 0 && (c.function < 0 || m.functions()[c.function].cls < 0)) continue;  // a state on self
       TSNode assignment = assignment_of(c.node);
-      if (is_null(assignment)) continue;
+      if (is_null(assignment) || !may_feed_back(m, c, assignment)) continue;
+      if (!runs_module(m, c) || m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       if (!sums) sums = summarize(m, true);
       std::optional<Iteration> it = iteration(m, *sums, c);
       if (!it) continue;
@@ -746,6 +749,31 @@ class HiddenStateNotDetached final : public Check {
   }
 
  private:
+  // Whether an argument of the call is bound again by its assignment or by a
+  // later statement of the function: a necessary condition of fed_states.
+  static bool may_feed_back(const Model& m, const Call& c, TSNode assignment) {
+    std::vector<std::string> targets;
+    target_names(m, field(assignment, "left"), targets);
+    std::vector<std::pair<std::string, bool>> args;
+    bool first_positional = true;
+    for (uint32_t i = 0; i < ts_node_named_child_count(c.args); ++i) {
+      TSNode a = ts_node_named_child(c.args, i);
+      Kind k = kind_of(a);
+      if (k == Kind::Comment || k == Kind::ListSplat || k == Kind::DictionarySplat) continue;
+      if (k != Kind::KeywordArgument && first_positional) {  // the input, not a state
+        first_positional = false;
+        continue;
+      }
+      argument_names(m, a, args);
+    }
+    for (const auto& arg : args) {
+      if (std::find(targets.begin(), targets.end(), arg.first) != targets.end()) return true;
+      for (const Binding* b : m.bindings_of(arg.first, c.function))
+        if (b->start >= end_byte(assignment)) return true;
+    }
+    return false;
+  }
+
   static bool runs_module(const Model& m, const Call& c) {
     if (m.is_module_instance(c.func) || m.runs_module(c)) return true;
     return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
