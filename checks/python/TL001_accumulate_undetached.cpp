@@ -115,18 +115,13 @@ class AccumulateUndetached final : public Check {
     if (c.function < 0) return false;
     const Function& f = m.functions()[c.function];
     auto param = std::find(f.params.begin(), f.params.end(), name);
-    if (param == f.params.end() || !m.reaching(name, start_byte(c.node), c.function) ||
-        m.reaching(name, start_byte(c.node), c.function)->kind != BindingKind::Parameter)
-      return false;
+    const Binding* reaching = m.reaching(name, start_byte(c.node), c.function);
+    if (param == f.params.end() || !reaching || reaching->kind != BindingKind::Parameter) return false;
     size_t index = static_cast<size_t>(param - f.params.begin());
     bool attached = m.carries_history(added);
     for (const Call* site : m.call_sites(f)) {
       if (site->loop < 0) continue;
-      bool method = f.cls >= 0 && !site->method.empty();
-      if (method && index == 0) continue;
-      TSNode arg = m.keyword_argument(*site, name);
-      if (is_null(arg)) arg = m.positional_argument(*site, static_cast<uint32_t>(index - (method ? 1 : 0)));
-      arg = unparenthesize(arg);
+      TSNode arg = unparenthesize(m.argument_for(*site, f, index, f.cls >= 0 && !site->method.empty()));
       if (is_null(arg) || (kind_of(arg) != Kind::Identifier && kind_of(arg) != Kind::Attribute)) continue;
       Provenance here = m.value_in_call(added, *site).grad;
       if (here == Provenance::Detached || (here == Provenance::Unknown && !attached)) continue;

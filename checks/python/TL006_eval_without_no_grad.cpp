@@ -302,6 +302,7 @@ class EvalWithoutNoGrad final : public Check {
       }
       if (loop < 0 || reported_loops.count(loop)) continue;
       std::string reason;
+
       bool by_mode_call = false;
       uint32_t eval_at = 0;
       if (!evaluation_context(m, fn, loop, reason, by_mode_call, eval_at)) continue;
@@ -364,14 +365,7 @@ class EvalWithoutNoGrad final : public Check {
         for (bool value : {false, true}) {
           if (auto found = phase_finding(m, fn, flag, value, reported_loops)) {
             reported_loops.insert(found->second);
-            // `with torch.set_grad_enabled(is_train):` keeps the training phase as it was.
-            std::string guard = no_grad_spelling(m);
-            constexpr std::string_view kNoGrad = ".no_grad()";
-            if (guard.size() > kNoGrad.size() && guard.substr(guard.size() - kNoGrad.size()) == kNoGrad)
-              guard = fmt::format("{}.set_grad_enabled({}{})", guard.substr(0, guard.size() - kNoGrad.size()),
-                                  value ? "not " : "", flag);
-            else
-              guard.clear();
+            std::string guard = flag_guard(m, flag, value);
             report(ctx, *found->first, found->second, fmt::format("when `{}` is {}", flag, value ? "true" : "false"),
                    &guard);
           }
@@ -400,13 +394,7 @@ class EvalWithoutNoGrad final : public Check {
           reported_loops.insert(found->second);
           std::string reason = fmt::format("when `{}` is {}, as `{}` calls it after `{}`", flag, *value ? "true" : "false",
                                            m.functions()[c.function].qualified_name, code_snippet(m, mode->node));
-          std::string guard = no_grad_spelling(m);
-          constexpr std::string_view kNoGrad = ".no_grad()";
-          if (guard.size() > kNoGrad.size() && guard.substr(guard.size() - kNoGrad.size()) == kNoGrad)
-            guard = fmt::format("{}.set_grad_enabled({}{})", guard.substr(0, guard.size() - kNoGrad.size()),
-                                *value ? "not " : "", flag);
-          else
-            guard.clear();
+          std::string guard = flag_guard(m, flag, *value);
           report(ctx, *found->first, found->second, reason, &guard);
         }
       }
@@ -414,20 +402,26 @@ class EvalWithoutNoGrad final : public Check {
   }
 
  private:
+  // The guard that turns autograd off in the phase where `flag` is `value`
+  // and keeps the other as it was: `torch.set_grad_enabled(is_train)`
+  // (`not is_train` when the evaluation phase is the true one), spelled the
+  // way the file imports torch; empty when it imports no `torch` module.
+  static std::string flag_guard(const Model& m, const std::string& flag, bool value) {
+    std::string guard = no_grad_spelling(m);
+    constexpr std::string_view kNoGrad = ".no_grad()";
+    if (guard.size() <= kNoGrad.size() || guard.substr(guard.size() - kNoGrad.size()) != kNoGrad) return {};
+    return fmt::format("{}.set_grad_enabled({}{})", guard.substr(0, guard.size() - kNoGrad.size()),
+                       value ? "not " : "", flag);
+  }
+
   // The literal True or False a call passes for parameter `name` of
   // `callee`, by keyword or by position.
   static std::optional<bool> literal_argument(const Model& m, const Call& c, const Function& callee,
                                               const std::string& name) {
-    TSNode arg = m.keyword_argument(c, name);
-    if (is_null(arg)) {
-      auto it = std::find(callee.params.begin(), callee.params.end(), name);
-      if (it == callee.params.end()) return std::nullopt;
-      size_t index = static_cast<size_t>(it - callee.params.begin());
-      bool method = callee.cls >= 0 && !c.method.empty();
-      if (method && index == 0) return std::nullopt;
-      arg = m.positional_argument(c, static_cast<uint32_t>(index - (method ? 1 : 0)));
-    }
-    arg = unparenthesize(arg);
+    auto it = std::find(callee.params.begin(), callee.params.end(), name);
+    if (it == callee.params.end()) return std::nullopt;
+    size_t index = static_cast<size_t>(it - callee.params.begin());
+    TSNode arg = unparenthesize(m.argument_for(c, callee, index, callee.cls >= 0 && !c.method.empty()));
     if (is_null(arg)) return std::nullopt;
     if (kind_of(arg) == Kind::True) return true;
     if (kind_of(arg) == Kind::False) return false;

@@ -1,9 +1,9 @@
 #include "python/model.h"
 
 #include <algorithm>
-#include <functional>
 #include <array>
 #include <cctype>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 
@@ -2070,6 +2070,12 @@ TSNode Model::positional_argument(const Call& call, uint32_t index) const {
     if (pos++ == index) return a;
   }
   return TSNode{};
+}
+
+TSNode Model::argument_for(const Call& call, const Function& f, size_t index, bool method) const {
+  if (index >= f.params.size() || (method && index == 0)) return {};
+  TSNode arg = keyword_argument(call, f.params[index]);
+  return is_null(arg) ? positional_argument(call, static_cast<uint32_t>(index - (method ? 1 : 0))) : arg;
 }
 
 uint32_t Model::positional_count(const Call& call) const {

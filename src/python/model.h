@@ -451,6 +451,10 @@ class Model {
   // --- call arguments ---
   TSNode keyword_argument(const Call& call, std::string_view name) const;
   TSNode positional_argument(const Call& call, uint32_t index) const;
+  // What `call` passes for parameter `index` of `f`, by keyword or by
+  // position; `method`: the call binds the first parameter (`self`) itself,
+  // and nothing is passed for it (a null node). Null when nothing is passed.
+  TSNode argument_for(const Call& call, const Function& f, size_t index, bool method) const;
   uint32_t positional_count(const Call& call) const;
 
  private:

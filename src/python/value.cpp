@@ -285,10 +285,8 @@ void Model::bind_arguments(const Function& f, bool method, const Call& call, con
   inner.function = &f;
   inner.caller = caller;
   inner.level = (caller ? caller->level : 0) + 1;
-  size_t first = method ? 1 : 0;
-  for (size_t i = first; i < f.params.size(); ++i) {
-    TSNode arg = keyword_argument(call, f.params[i]);
-    if (is_null(arg)) arg = positional_argument(call, static_cast<uint32_t>(i - first));
+  for (size_t i = method ? 1 : 0; i < f.params.size(); ++i) {
+    TSNode arg = argument_for(call, f, i, method);
     if (is_null(arg)) continue;
     inner.params.emplace_back(f.params[i], value_at(arg, caller, depth));
     inner.arguments.emplace_back(f.params[i], arg);
@@ -799,11 +797,8 @@ Value Model::parameter_value(const Function& f, size_t index, int depth) const {
   uint64_t key = (uint64_t{1} << 63) | (static_cast<uint64_t>(&f - functions_.data()) << 16) | index;
   if (!value_in_progress_.insert(key).second) return {};
   std::optional<Value> out;
-  bool method = f.cls >= 0;
-  size_t position = method ? index - 1 : index;
   for (const Call* c : call_sites(f)) {
-    TSNode arg = keyword_argument(*c, f.params[index]);
-    if (is_null(arg)) arg = positional_argument(*c, static_cast<uint32_t>(position));
+    TSNode arg = argument_for(*c, f, index, f.cls >= 0);
     if (is_null(arg)) {
       out.reset();
       break;
@@ -942,11 +937,9 @@ bool sequence_like(const Value& v) {
   return v.kind == ValueKind::Container && v.parts && !v.parts->items.empty() && v.parts->fields.empty();
 }
 
-}  // namespace
-
 // `isinstance(x, T)` for a value of known shape: a tensor, a dict display, a
 // tuple or list display. Unknown for anything else.
-static Truth isinstance_of(const Value& v, std::string_view type) {
+Truth isinstance_of(const Value& v, std::string_view type) {
   bool tensor = type == "torch.Tensor" || type == "torch.nn.Parameter";
   bool dict = type == "dict" || type == "Mapping" || type == "collections.abc.Mapping" || type == "typing.Mapping";
   bool sequence = type == "list" || type == "tuple" || type == "Sequence" || type == "collections.abc.Sequence";
@@ -970,10 +963,12 @@ static Truth isinstance_of(const Value& v, std::string_view type) {
   return Truth::Unknown;
 }
 
+}  // namespace
+
 // Whether `condition` holds given the parameters' values: `isinstance(p, T)`
 // (T a type or a tuple of types) and `not` of it, for a parameter `p` of the
-// function; Unknown for any other condition. `decided` tells whether the
-// condition was an isinstance test at all.
+// function; Unknown for any other condition. `isinstance_test` is set when
+// the condition was such a test, decided or not.
 Truth Model::guard_truth(TSNode condition, const Function& f, const ValueEnv* env, int depth, bool& isinstance_test) const {
   condition = unparenthesize(condition);
   if (kind_of(condition) == Kind::NotOperator) return negate(guard_truth(field(condition, "argument"), f, env, depth, isinstance_test));
