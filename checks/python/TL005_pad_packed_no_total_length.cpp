@@ -168,12 +168,16 @@ bool defines_module(std::string_view file, std::string_view origin, std::string_
   }
 }
 
-// Whether the wrap recorded in `wrap` is of the class defined in `file`.
-bool wraps_class_of(const Fact& wrap, std::string_view file) {
-  std::string_view origin = wrap.values.size() > 1 ? std::string_view(wrap.values[1]) : std::string_view();
+// Whether a class that `importer` names with `origin` (see InstanceClass)
+// can be the one defined in `file`.
+bool names_class_of(std::string_view origin, std::string_view importer, std::string_view file) {
   if (origin.empty()) return true;
-  if (origin == ".") return normalized(wrap.file) == normalized(file);
-  return defines_module(file, origin, wrap.file);
+  if (origin == ".") return normalized(importer) == normalized(file);
+  return defines_module(file, origin, importer);
+}
+
+std::string_view value_at(const Fact& f, size_t i) {
+  return f.values.size() > i ? std::string_view(f.values[i]) : std::string_view();
 }
 
 struct WrapFound {
@@ -183,33 +187,69 @@ struct WrapFound {
 };
 
 // The first DataParallel wrap of `cls` (defined in `file`), of a subclass of
-// it, or of a module holding either as a submodule, nearest first. A wrap
-// counts only if it names the class of the right file: two projects' `Model`
+// it, or of a module holding either as a submodule, nearest first. Every step
+// names the class of the right file: two projects' `Model` or `Encoder`
 // classes are not confused.
 std::optional<WrapFound> find_wrap(const ProjectIndex& index, const std::string& cls, const std::string& file) {
-  std::deque<std::pair<std::string, bool>> work{{cls, false}};
+  struct Item {
+    std::string name;
+    std::vector<std::string> files;  // where the class may be defined
+    bool contains = false;
+  };
+  auto files_of = [&](const std::string& name, std::string_view origin, std::string_view importer) {
+    std::vector<std::string> files;
+    for (const Fact* f : index.find("class", name))
+      if (names_class_of(origin, importer, f->file)) files.push_back(f->file);
+    return files;
+  };
+  std::deque<Item> work{{cls, {file}, false}};
   std::set<std::string> seen;
   while (!work.empty()) {
-    auto [name, through_container] = work.front();
+    Item item = std::move(work.front());
     work.pop_front();
-    for (const std::string& s : index.subclasses_of(name)) {
+    for (const std::string& s : index.subclasses_of(item.name)) {
       if (!seen.insert(s).second) continue;
-      std::vector<std::string> files;
-      if (s == cls && !through_container) {
-        files.push_back(file);
-      } else {
-        for (const Fact* f : index.find("class", s)) files.push_back(f->file);
+      std::vector<std::string> files = s == item.name ? item.files : files_of(s, "", "");
+      auto any_file = [&](std::string_view origin, std::string_view importer) {
+        return std::any_of(files.begin(), files.end(),
+                           [&](const std::string& f) { return names_class_of(origin, importer, f); });
+      };
+      for (const Fact* wrap : index.find("dataparallel-wrap", s))
+        if (any_file(value_at(*wrap, 1), wrap->file)) return WrapFound{wrap, s, item.contains};
+      for (const Fact* f : index.find("submodule", s)) {
+        if (f->values.empty() || !any_file(value_at(*f, 1), f->file)) continue;
+        const std::string& holder = f->values.front();
+        work.push_back({holder, files_of(holder, value_at(*f, 2), f->file), true});
       }
-      for (const Fact* wrap : index.find("dataparallel-wrap", s)) {
-        bool right_class = std::any_of(files.begin(), files.end(),
-                                       [&](const std::string& f) { return wraps_class_of(*wrap, f); });
-        if (right_class) return WrapFound{wrap, s, through_container};
-      }
-      for (const Fact* f : index.find("submodule", s))
-        for (const auto& container : f->values) work.emplace_back(container, true);
     }
   }
   return std::nullopt;
+}
+
+// A call of a class by its (capitalized) name: `Seq2seq(encoder, decoder)`.
+bool constructs(const Model& m, const Call& call) {
+  TSNode func = unparenthesize(field(call.node, "function"));
+  Kind k = kind_of(func);
+  if (k != Kind::Identifier && k != Kind::Attribute) return false;
+  return !starts_with(call.callee, "torch.") && is_capitalized(last_component(m.text(func)));
+}
+
+// A call that may return a new instance of a class of the project: a
+// constructor, a class method such as `from_pretrained`, or a function of
+// this file.
+bool may_build_instance(const Model& m, const Call& call) {
+  if (constructs(m, call)) return true;
+  std::string_view leaf = last_component(call.callee);
+  if (std::find(kAlternateConstructors.begin(), kAlternateConstructors.end(), leaf) != kAlternateConstructors.end())
+    return true;
+  return call.callee.find('.') == std::string::npos && !call.callee.empty() && m.find_function(call.callee);
+}
+
+// `model.cuda()`: a method of a module that returns the module itself.
+bool returns_self(const Model& m, const Call& call) {
+  TSNode func = unparenthesize(field(call.node, "function"));
+  return kind_of(func) == Kind::Attribute &&
+         std::find(kReturnsSelf.begin(), kReturnsSelf.end(), m.text(field(func, "attribute"))) != kReturnsSelf.end();
 }
 
 class PadPackedNoTotalLength final : public Check {
@@ -233,17 +273,32 @@ class PadPackedNoTotalLength final : public Check {
       if (cls.name.empty()) continue;
       ctx.fact("dataparallel-wrap", cls.name, call.node, {std::string(m.text(call.func)), cls.origin});
     }
-    // `self.encoder = Encoder(...)` in a class: a wrap of the holder runs the held module's forward on each replica.
-    for (const Binding& b : m.bindings()) {
-      if (b.kind != BindingKind::Assign || b.element >= 0 || b.function < 0) continue;
-      int cls = m.class_of_function(b.function);
-      const Function& f = m.functions()[b.function];
-      if (cls < 0 || f.params.empty() || !starts_with(b.name, f.params.front() + ".")) continue;
-      TSNode v = unparenthesize(b.value);
-      if (kind_of(v) != Kind::Call) continue;
-      std::string held = class_of_instance(m, v, b.function, 0).name;
-      if (held.empty() || held == m.classes()[cls].name) continue;
-      ctx.fact("submodule", held, b.target, {m.classes()[cls].name});
+    // Modules a module holds: instances built in its methods (`self.encoder =
+    // Encoder(...)`, a list of layers handed to nn.Sequential) and instances
+    // handed to its constructor (`Seq2seq(encoder, decoder)`). A wrap of the
+    // holder runs the held module's forward on each replica.
+    for (const Call& call : m.calls()) {
+      bool construction = constructs(m, call);
+      if (!construction && (call.function < 0 || !may_build_instance(m, call))) continue;
+      InstanceClass built = class_of_instance(m, call.node, call.function, 0);
+      if (built.name.empty()) continue;
+      int method = call.function;
+      while (method >= 0 && m.functions()[method].cls < 0) method = m.functions()[method].parent;
+      if (method >= 0 && !returns_self(m, call)) {
+        const std::string& holder = m.classes()[m.functions()[method].cls].name;
+        if (built.name != holder) ctx.fact("submodule", built.name, call.node, {holder, built.origin, "."});
+      }
+      if (!construction || is_null(call.args) || kind_of(call.args) != Kind::ArgumentList) continue;
+      uint32_t n = ts_node_named_child_count(call.args);
+      for (uint32_t i = 0; i < n; ++i) {
+        TSNode arg = ts_node_named_child(call.args, i);
+        if (kind_of(arg) == Kind::KeywordArgument) arg = field(arg, "value");
+        Kind k = kind_of(unparenthesize(arg));
+        if (k != Kind::Identifier && k != Kind::Call && k != Kind::Attribute) continue;
+        InstanceClass held = class_of_instance(m, arg, call.function, 0);
+        if (!held.name.empty() && held.name != built.name)
+          ctx.fact("submodule", held.name, arg, {built.name, held.origin, built.origin});
+      }
     }
   }
 
