@@ -511,9 +511,20 @@ class EvalWithoutNoGrad final : public Check {
     return false;
   }
 
+  // A call that runs a module and records a graph: not a module without
+  // trainable parameters on an input without history.
   static bool runs_module(const Model& m, const Call& c) {
-    if (m.is_module_instance(c.func)) return true;
-    return c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver);
+    TSNode module = m.is_module_instance(c.func) ? c.func
+                    : c.method == "forward" && !is_null(c.receiver) && m.is_module_instance(c.receiver) ? c.receiver
+                                                                                                          : TSNode{};
+    if (is_null(module)) return false;
+    if (m.trainable_parameters(m.value(module)) != Truth::False) return true;
+    bool attached = false;
+    for_each_named_child(c.args, [&](TSNode a) {
+      if (kind_of(a) == Kind::KeywordArgument) a = field(a, "value");
+      attached = attached || m.value(a).grad == Provenance::Attached;
+    });
+    return attached;
   }
 
   static bool is_framework_hook(const Model& m, int fn) {

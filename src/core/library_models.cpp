@@ -33,6 +33,8 @@ constexpr std::array<Choice<ValueKind>, 12> kKind = {{
     {"container", ValueKind::Container}, {"module", ValueKind::Module}, {"optimizer", ValueKind::Optimizer},
     {"loss", ValueKind::Loss}, {"loader", ValueKind::Loader}, {"generator", ValueKind::Generator},
     {"model-output", ValueKind::ModelOutput}, {"other", ValueKind::Other}, {"none", ValueKind::None}}};
+constexpr std::array<Choice<ParameterFacet>, 3> kParameters = {{
+    {"unknown", ParameterFacet::Unknown}, {"none", ParameterFacet::None}, {"trainable", ParameterFacet::Trainable}}};
 constexpr std::array<Choice<GradMode>, 5> kGradMode = {{
     {"unchanged", GradMode::Unchanged}, {"disabled", GradMode::Disabled}, {"enabled", GradMode::Enabled},
     {"argument", GradMode::Argument}, {"inference-argument", GradMode::InferenceArgument}}};
@@ -148,11 +150,12 @@ class ModelFileReader {
           else if (rkey == "kind") m.kind = choice(rn, rat, kKind);
           else if (rkey == "elements") m.elements = choice(rn, rat, kKind);
           else if (rkey == "pairs") m.pairs = boolean(rn, rat);
+          else if (rkey == "frozen") m.frozen = operand(rn, rat);
           else if (rkey == "from") {
             const toml::array* arr = rn.as_array();
             if (!arr) fail(rn, rat, "must be an array of operands (self, argN)");
             for (size_t i = 0; i < arr->size(); ++i) m.from.push_back(operand(*arr->get(i), fmt::format("{}[{}]", rat, i)));
-          } else unknown(rk, at, "grad, device, kind, elements, pairs, from");
+          } else unknown(rk, at, "grad, device, kind, elements, pairs, frozen, from");
         }
       } else if (key == "grad-mode") {
         m.grad_mode = choice(node, at, kGradMode);
@@ -198,6 +201,7 @@ class ModelFileReader {
 
   void cls(const toml::table& t, std::string_view where) {
     ValueKind kind = ValueKind::Unknown;
+    ParameterFacet parameters = ParameterFacet::Unknown;
     bool has_kind = false;
     std::vector<std::string> patterns, except, bases;
     for (const auto& [k, node] : t) {
@@ -210,17 +214,20 @@ class ModelFileReader {
       } else if (key == "patterns") patterns = strings(node, at);
       else if (key == "except") except = strings(node, at);
       else if (key == "bases") bases = strings(node, at);
-      else unknown(k, where, "names, patterns, except, kind, bases");
+      else if (key == "parameters") parameters = choice(node, at, kParameters);
+      else unknown(k, where, "names, patterns, except, kind, bases, parameters");
     }
     std::vector<std::string> named = names(t, where, false);
     if (named.empty() && patterns.empty()) fail(t, where, "needs `names` or `patterns`");
-    if (!has_kind && bases.empty()) fail(t, where, "needs `kind` or `bases`");
+    if (!has_kind && bases.empty() && parameters == ParameterFacet::Unknown)
+      fail(t, where, "needs `kind`, `bases` or `parameters`");
     for (const auto& n : named) {
       if (has_kind) out_.class_kinds_[n] = kind;
+      if (parameters != ParameterFacet::Unknown) out_.class_parameters_[n] = parameters;
       if (!bases.empty()) out_.class_bases_[n] = bases;
     }
     for (const auto& p : patterns) {
-      out_.class_patterns_.push_back({p, except, has_kind ? kind : ValueKind::Unknown});
+      out_.class_patterns_.push_back({p, except, has_kind ? kind : ValueKind::Unknown, parameters});
       if (!bases.empty()) out_.class_bases_["pattern:" + p] = bases;
     }
   }
@@ -449,6 +456,18 @@ ValueKind LibraryModels::class_kind(std::string_view q) const {
     kind = p.kind;
   }
   return kind;
+}
+
+ParameterFacet LibraryModels::class_parameters(std::string_view q) const {
+  std::string c = canonical(q);
+  if (auto it = class_parameters_.find(c); it != class_parameters_.end()) return it->second;
+  ParameterFacet out = ParameterFacet::Unknown;
+  for (const auto& p : class_patterns_) {
+    if (p.parameters == ParameterFacet::Unknown || !glob_match(p.pattern, c)) continue;
+    if (std::find(p.except.begin(), p.except.end(), c) != p.except.end()) continue;
+    out = p.parameters;
+  }
+  return out;
 }
 
 bool LibraryModels::knows_class(std::string_view q) const { return class_kind(q) != ValueKind::Unknown; }

@@ -48,6 +48,13 @@ enum class ValueKind : uint8_t {
   Unknown, Tensor, Number, Container, Module, Optimizer, Loss, Loader, Generator, ModelOutput, Other, None,
 };
 
+// Whether a module holds parameters that train (its own or its submodules').
+enum class ParameterFacet : uint8_t {
+  Unknown,
+  None,       // no parameter (nn.ReLU, nn.Dropout), or every one frozen
+  Trainable,  // parameters with requires_grad (nn.Linear)
+};
+
 // What a context manager or decorator does to autograd.
 enum class GradMode : uint8_t {
   Unchanged,
@@ -87,6 +94,9 @@ struct CallModel {
   // (`named_children()`, `ModuleDict.items()`).
   ValueKind elements = ValueKind::Unknown;
   bool pairs = false;
+  // The result is a module whose parameters are frozen unless this operand
+  // is given as False (`nn.Embedding.from_pretrained(w, freeze=True)`).
+  std::optional<Operand> frozen;
   GradMode grad_mode = GradMode::Unchanged;  // as a context manager or decorator
   std::optional<Operand> backward;           // runs a backward pass through this operand's graph
   bool accumulates_grads = true;             // ... and adds into .grad (torch.autograd.grad does not)
@@ -147,6 +157,9 @@ class LibraryModels {
 
   // The kind of a class (qualified), by name or by pattern; Unknown when no model says.
   ValueKind class_kind(std::string_view qualified) const;
+  // Whether a module of this class (qualified) holds trainable parameters,
+  // by name or pattern; Unknown when no model says.
+  ParameterFacet class_parameters(std::string_view qualified) const;
   // Whether `qualified` is a class the models know (by name or pattern).
   bool knows_class(std::string_view qualified) const;
 
@@ -184,11 +197,13 @@ class LibraryModels {
     std::string pattern;  // fnmatch(3) glob on the qualified name
     std::vector<std::string> except;
     ValueKind kind = ValueKind::Unknown;
+    ParameterFacet parameters = ParameterFacet::Unknown;
   };
   ModelNameMap<CallModel> calls_;
   std::vector<CallModel> call_patterns_;  // `name` holds the pattern
   ModelNameMap<std::string> aliases_;  // prefix -> prefix
   ModelNameMap<ValueKind> class_kinds_;
+  ModelNameMap<ParameterFacet> class_parameters_;
   ModelNameMap<std::vector<std::string>> class_bases_;
   std::vector<ClassPattern> class_patterns_;
   ModelNameMap<HookModel> hooks_;  // "class\0method"

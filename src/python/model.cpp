@@ -1106,6 +1106,113 @@ ModuleAnswer Model::module_class(int cls, std::vector<std::string>* undecided) c
   return unknown ? ModuleAnswer::Unknown : ModuleAnswer::No;
 }
 
+Truth Model::trainable_parameters(int cls) const {
+  if (cls < 0 || static_cast<size_t>(cls) >= classes_.size()) return Truth::Unknown;
+  if (auto it = trainable_.find(cls); it != trainable_.end()) return it->second;
+  trainable_[cls] = Truth::Unknown;  // a cycle of classes says nothing
+  const LibraryModels& lib = library();
+  bool unknown = false;
+  auto facet = [&](ParameterFacet p) {
+    if (p == ParameterFacet::Trainable) return Truth::True;
+    return p == ParameterFacet::None ? Truth::False : Truth::Unknown;
+  };
+  auto answer = [&](Truth t) {
+    trainable_[cls] = t;
+    return t;
+  };
+  for (const auto& base : classes_[cls].bases) {
+    Truth t = Truth::Unknown;
+    if (const Class* local = find_class(base); local && local != &classes_[cls]) {
+      t = trainable_parameters(static_cast<int>(local - classes_.data()));
+    } else if (lib.canonical(base) == "torch.nn.Module") {
+      t = Truth::False;
+    } else {
+      t = facet(lib.class_parameters(base));
+    }
+    if (t == Truth::True) return answer(t);
+    unknown |= t == Truth::Unknown;
+  }
+  // What a value stored on `self` holds.
+  auto stored = [&](TSNode v) {
+    v = unparenthesize(v);
+    if (kind_of(v) == Kind::Call) {
+      std::string callee = qualify(field(v, "function"));
+      std::string canonical = lib.canonical(callee);
+      if (canonical == "torch.nn.Parameter" || canonical == "torch.nn.parameter.Parameter") {
+        bool frozen = false;  // nn.Parameter(w, requires_grad=False)
+        for_each_named_child(field(v, "arguments"), [&](TSNode a) {
+          frozen = frozen || (kind_of(a) == Kind::KeywordArgument && text(field(a, "name")) == "requires_grad" &&
+                              kind_of(unparenthesize(field(a, "value"))) == Kind::False);
+        });
+        return frozen ? Truth::False : Truth::True;
+      }
+      if (const CallModel* cm = callee.empty() ? nullptr : lib.call(callee); cm && cm->frozen) {
+        for (const Call& c : calls_) {
+          if (c.node.id != v.id) continue;
+          TSNode flag = operand(c, *cm->frozen);
+          return !is_null(flag) && kind_of(unparenthesize(flag)) == Kind::False ? Truth::True : Truth::False;
+        }
+      }
+      if (!callee.empty() && lib.class_kind(callee) != ValueKind::Unknown) return facet(lib.class_parameters(callee));
+    }
+    Value val = value(v);
+    if (val.kind == ValueKind::Module) {
+      if (val.cls < 0) return Truth::Unknown;
+      return val.home ? val.home->trainable_parameters(val.cls) : trainable_parameters(val.cls);
+    }
+    switch (val.kind) {
+      case ValueKind::Tensor:
+      case ValueKind::Number:
+      case ValueKind::None:
+      case ValueKind::Loss:
+      case ValueKind::Generator:
+      case ValueKind::Loader:
+      case ValueKind::Optimizer: return Truth::False;
+      default: return Truth::Unknown;
+    }
+  };
+  for (const Binding& binding : bindings_) {
+    const Binding* b = &binding;
+    if (b->function < 0 || functions_[b->function].cls != cls || functions_[b->function].params.empty()) continue;
+    const std::string& self = functions_[b->function].params.front();
+    if (b->name.size() <= self.size() + 1 || b->name.compare(0, self.size(), self) != 0 || b->name[self.size()] != '.')
+      continue;
+    if (b->name.find('.', self.size() + 1) != std::string::npos) continue;  // `self.a.b`: a's business
+    if (b->kind != BindingKind::Assign && b->kind != BindingKind::AugAssign) {
+      unknown = true;
+      continue;
+    }
+    TSNode v = unparenthesize(b->value);
+    if (b->element >= 0) {
+      Kind k = kind_of(v);
+      if ((k != Kind::Tuple && k != Kind::ExpressionList && k != Kind::List) ||
+          static_cast<uint32_t>(b->element) >= ts_node_named_child_count(v)) {
+        unknown = true;
+        continue;
+      }
+      v = unparenthesize(ts_node_named_child(v, static_cast<uint32_t>(b->element)));
+    }
+    Truth t = stored(v);
+    if (t == Truth::True) return answer(t);
+    unknown |= t == Truth::Unknown;
+  }
+  // `self.register_parameter(...)`, `self.add_module(...)`, `setattr(self, ...)`.
+  for (const Call& c : calls_) {
+    if (c.function < 0 || functions_[c.function].cls != cls || functions_[c.function].params.empty()) continue;
+    const std::string& self = functions_[c.function].params.front();
+    if (c.method == "register_parameter" && c.callee.rfind(self + ".", 0) == 0) return answer(Truth::True);
+    if ((c.method == "add_module" || c.method == "register_module") && c.callee.rfind(self + ".", 0) == 0)
+      unknown = true;
+    if (c.callee == "setattr" && text(unparenthesize(positional_argument(c, 0))) == self) unknown = true;
+  }
+  return answer(unknown ? Truth::Unknown : Truth::False);
+}
+
+Truth Model::trainable_parameters(const Value& module) const {
+  if (module.kind != ValueKind::Module || module.cls < 0) return Truth::Unknown;
+  return (module.home ? module.home : this)->trainable_parameters(module.cls);
+}
+
 std::string Model::class_of(TSNode expr) const {
   expr = unparenthesize(expr);
   Kind k = kind_of(expr);
@@ -1939,7 +2046,14 @@ bool Model::named_like(std::string_view name, std::initializer_list<std::string_
   return false;
 }
 
-bool Model::is_module_instance(TSNode expr) const { return module_instance_at(expr, 0); }
+bool Model::is_module_instance(TSNode expr) const {
+  if (module_instance_at(expr, 0)) return true;
+  // An instance of a module class of another file (`dec = Decoder(...)`, imported).
+  Kind k = kind_of(unparenthesize(expr));
+  if (k != Kind::Identifier && k != Kind::Attribute) return false;
+  Value v = value(expr);
+  return v.kind == ValueKind::Module && v.home != nullptr && v.cls >= 0;
+}
 
 bool Model::module_instance_at(TSNode expr, int depth) const {
   expr = unparenthesize(expr);

@@ -288,6 +288,15 @@ class Model {
   // (qualified) go to `undecided`, for ProjectIndex::derives_from.
   ModuleAnswer module_class(int cls, std::vector<std::string>* undecided = nullptr) const;
   bool function_has_decorator(int function, std::string_view qualified) const;
+  // Whether a module of this class holds parameters that train: its bases'
+  // and the attributes its methods set on `self` (nn.Parameter, layers,
+  // submodules of the file's classes). False only when every one is known to
+  // hold none (buffers, plain tensors, parameterless layers, a frozen
+  // pretrained embedding): such a module records no graph of its own, its
+  // output carries history only when its input does.
+  Truth trainable_parameters(int cls) const;
+  // The same for a module value (an instance of a class of the project).
+  Truth trainable_parameters(const Value& module) const;
   // Whether a registry of the library models registers the class
   // (`@HOOKS.register_module()`): it runs only where a configuration names
   // it (`dict(type="DetectAnomalyHook")`, the "config-type" facts).
@@ -577,6 +586,7 @@ class Model {
   mutable std::unordered_map<uint64_t, Provenance> provenance_cache_;
   mutable std::unordered_map<uint64_t, Value> value_cache_;
   mutable std::unordered_set<uint64_t> value_in_progress_;
+  mutable std::unordered_map<int, Truth> trainable_;  // trainable_parameters(), Unknown while in progress
   mutable std::vector<signed char> entry_grad_;  // per function: -1 not asked, else a GradState
   mutable std::vector<bool> entry_grad_busy_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need

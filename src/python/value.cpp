@@ -197,6 +197,17 @@ Value join(const Value& a, const Value& b) {
   bool same_class = a.cls == b.cls && a.home == b.home;
   out.cls = same_class ? a.cls : -1;
   out.home = same_class ? a.home : nullptr;
+  // An optional object (`decoder = None`, later `decoder = Decoder()`): what
+  // it is when it is something; a use of None would fail.
+  if (a.kind == ValueKind::None || b.kind == ValueKind::None) {
+    const Value& some = a.kind == ValueKind::None ? b : a;
+    if (some.kind == ValueKind::Module || some.kind == ValueKind::Other || some.kind == ValueKind::Optimizer ||
+        some.kind == ValueKind::Loader || some.kind == ValueKind::Generator) {
+      out.kind = some.kind;
+      out.cls = some.cls;
+      out.home = some.home;
+    }
+  }
   if (!a.parts) {
     out.parts = b.parts;
   } else if (!b.parts) {
@@ -827,8 +838,14 @@ Value Model::arguments_joined(TSNode args, const ValueEnv* env, int depth) const
 Value Model::module_output(TSNode call, const Value& module, const ValueEnv* env, int depth) const {
   Value out;
   out.grad = provenance_at(call, 0);
-  if (module.device == Device::Accelerator || arguments_joined(field(call, "arguments"), env, depth).on_accelerator())
-    out.device = Device::Accelerator;
+  Value arguments = arguments_joined(field(call, "arguments"), env, depth);
+  if (module.device == Device::Accelerator || arguments.on_accelerator()) out.device = Device::Accelerator;
+  // A module without trainable parameters records no graph of its own: its
+  // output has history when its input has.
+  if (trainable_parameters(module) == Truth::False) {
+    out.grad = arguments.element().grad;
+    return out;
+  }
   // A module of another file: its forward, given these arguments, where it
   // tells more than "a module's output".
   if (module.home && module.cls >= 0) {

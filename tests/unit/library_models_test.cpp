@@ -102,6 +102,26 @@ TEST(LibraryModels, ClassesAliasesAndBases) {
   EXPECT_FALSE(m.may_check_environment("empty_cache"));
 }
 
+TEST(LibraryModels, ParametersOfLayers) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  EXPECT_EQ(m.class_parameters("torch.nn.Linear"), ParameterFacet::Trainable);
+  EXPECT_EQ(m.class_parameters("torch.nn.modules.conv.Conv2d"), ParameterFacet::Trainable);
+  EXPECT_EQ(m.class_parameters("torch.nn.ReLU"), ParameterFacet::None);
+  EXPECT_EQ(m.class_parameters("torch.nn.Dropout"), ParameterFacet::None);
+  EXPECT_EQ(m.class_parameters("torch.nn.Sequential"), ParameterFacet::Unknown);  // whatever it holds
+  EXPECT_EQ(m.class_parameters("torch.nn.Module"), ParameterFacet::Unknown);
+  EXPECT_EQ(m.class_parameters("mylib.Block"), ParameterFacet::Unknown);
+  const CallModel* pretrained = m.call("torch.nn.Embedding.from_pretrained");
+  ASSERT_NE(pretrained, nullptr);
+  ASSERT_TRUE(pretrained->frozen.has_value());
+  EXPECT_EQ(pretrained->frozen->index, 1u);
+  EXPECT_EQ(pretrained->frozen->keyword, "freeze");
+
+  LibraryModels user;
+  user.load("[[classes]]\nnames = [\"corp.Scaler\"]\nparameters = \"none\"\n", "corp.toml");
+  EXPECT_EQ(user.class_parameters("corp.Scaler"), ParameterFacet::None);
+}
+
 TEST(LibraryModels, Hooks) {
   const LibraryModels& m = *LibraryModels::builtin();
   const HookModel* v = m.hook("pytorch_lightning.LightningModule", "validation_step");
@@ -186,7 +206,12 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
   EXPECT_EQ(load_error("[[hooks]]\nclasses = [\"a.B\"]\nmethods = [\"step\"]\nrole = \"per-step\"\n"
                        "batch-iterator = \"it\"\n"),
             "inhouse.toml:1:1: hooks[0]: `batch-iterator` needs `batch`");
-  EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\n"), "inhouse.toml:1:1: classes[0]: needs `kind` or `bases`");
+  EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\n"),
+            "inhouse.toml:1:1: classes[0]: needs `kind`, `bases` or `parameters`");
+  EXPECT_EQ(load_error("[[classes]]\nnames = [\"a.B\"]\nparameters = \"frozen\"\n"),
+            "inhouse.toml:3:14: classes[0].parameters: must be one of unknown, none, trainable, not 'frozen'");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { frozen = \"freeze\" }\n"),
+            "inhouse.toml:3:21: calls[0].result.frozen: must be self, argN, argN|keyword or *|keyword, not 'freeze'");
   EXPECT_EQ(load_error("calls = 3\n"), "inhouse.toml:1:9: calls: must be an array of tables ([[calls]])");
   EXPECT_EQ(load_error("functions = []\n"),
             "inhouse.toml:1:1: functions: unknown key (expected one of: library, aliases, calls, classes, hooks, "

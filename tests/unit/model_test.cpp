@@ -1481,6 +1481,64 @@ class Stack(nn.Module):
   EXPECT_NE(p.last("p").kind, ValueKind::Module);  // a ParameterList holds parameters
 }
 
+TEST(ModelValue, TrainableParametersFromConstructionNotNames) {
+  Program p(R"(
+import torch
+import torch.nn as nn
+
+class Lookup(nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.embedding = nn.Embedding.from_pretrained(table)
+        self.register_buffer("scale", torch.ones(1))
+        self.size = self.embedding.weight.numel()
+        self.act = nn.ReLU()
+
+class Tuned(nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.embedding = nn.Embedding.from_pretrained(table, freeze=False)
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+
+class Holder(nn.Module):
+    def __init__(self, table):
+        super().__init__()
+        self.lookup = Lookup(table)
+        self.proj = nn.Linear(4, 4)
+
+class Frozen(Lookup):
+    def __init__(self, table):
+        super().__init__(table)
+        self.pool = nn.AdaptiveAvgPool1d(1)
+
+class Given(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+class Buffered(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(1), requires_grad=False)
+)");
+  const Model& m = p.model();
+  auto of = [&](std::string_view name) {
+    const Class* c = m.find_class(name);
+    return c ? m.trainable_parameters(static_cast<int>(c - m.classes().data())) : Truth::Unknown;
+  };
+  EXPECT_EQ(of("Lookup"), Truth::False);  // frozen by default, a buffer, a number, a parameterless layer
+  EXPECT_EQ(of("Tuned"), Truth::True);    // freeze=False
+  EXPECT_EQ(of("Scaled"), Truth::True);
+  EXPECT_EQ(of("Holder"), Truth::True);
+  EXPECT_EQ(of("Frozen"), Truth::False);  // through its base
+  EXPECT_EQ(of("Given"), Truth::Unknown);  // whatever it is handed
+  EXPECT_EQ(of("Buffered"), Truth::False);
+}
+
 TEST(ModelValue, SummariesFollowArgumentsThroughHelpersAndMethods) {
   Program p(R"(
 import torch
