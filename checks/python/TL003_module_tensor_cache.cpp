@@ -368,7 +368,11 @@ class ModuleTensorCache final : public Check {
   static std::map<int, std::vector<Store>> stores_from(const Model& m, int cls, int forward) {
     Taint taint(m);
     const Function& fwd = m.functions()[forward];
-    for (size_t i = 1; i < fwd.params.size(); ++i)
+    // A module without trainable parameters is a fixed transform (a
+    // spectrogram, a normalizer): what it keeps has history only when its
+    // caller's input has, which nothing here shows.
+    bool fixed_transform = m.trainable_parameters(cls) == Truth::False;
+    for (size_t i = 1; i < fwd.params.size() && !fixed_transform; ++i)
       if (tensor_input(m, forward, fwd.params[i])) taint.add_input(forward, fwd.params[i]);
     std::vector<int> reached{forward};
     for (bool changed = true; changed;) {

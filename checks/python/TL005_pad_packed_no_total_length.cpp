@@ -116,8 +116,10 @@ InstanceClass class_of_instance(const Model& m, TSNode expr, int fn, int depth) 
       // A parameter: the value engine follows the arguments of its calls
       // (`Trainer(AcousticModel())` reaches `model` in Trainer.__init__).
       if (b && b->kind == BindingKind::Parameter) {
-        int cls = m.value(expr).cls;
-        if (cls >= 0) return {m.classes()[static_cast<size_t>(cls)].name, "."};
+        // (A class of another file: its name, from wherever it comes.)
+        Value v = m.value(expr);
+        const Model& home = v.home ? *v.home : m;
+        if (v.cls >= 0) return {home.classes()[static_cast<size_t>(v.cls)].name, v.home ? "" : "."};
       }
       if (!b || b->kind != BindingKind::Assign || b->element >= 0) return {};
       return class_of_instance(m, b->value, b->function, depth + 1);

@@ -1155,6 +1155,16 @@ Truth Model::trainable_parameters(int cls) const {
       }
       if (!callee.empty() && lib.class_kind(callee) != ValueKind::Unknown) return facet(lib.class_parameters(callee));
     }
+    if (kind_of(v) == Kind::Identifier) {
+      // A parameter defaulting to a number, a string or None (`hop_length=200`).
+      const Binding* p = reaching(text(v), start_byte(v), function_at(start_byte(v)));
+      if (p && p->kind == BindingKind::Parameter && !is_null(p->value)) {
+        Kind d = kind_of(unparenthesize(p->value));
+        if (d == Kind::Integer || d == Kind::Float || d == Kind::String || d == Kind::True || d == Kind::False ||
+            d == Kind::None)
+          return Truth::False;
+      }
+    }
     Value val = value(v);
     if (val.kind == ValueKind::Module) {
       if (val.cls < 0) return Truth::Unknown;
@@ -1178,8 +1188,11 @@ Truth Model::trainable_parameters(int cls) const {
     if (b->name.size() <= self.size() + 1 || b->name.compare(0, self.size(), self) != 0 || b->name[self.size()] != '.')
       continue;
     if (b->name.find('.', self.size() + 1) != std::string::npos) continue;  // `self.a.b`: a's business
+    // What forward keeps on the module are its activations, not parameters
+    // (a lazy layer that builds one there builds an nn.Parameter or a layer).
+    bool in_forward = functions_[b->function].name == "forward";
     if (b->kind != BindingKind::Assign && b->kind != BindingKind::AugAssign) {
-      unknown = true;
+      unknown = unknown || !in_forward;
       continue;
     }
     TSNode v = unparenthesize(b->value);
@@ -1187,14 +1200,14 @@ Truth Model::trainable_parameters(int cls) const {
       Kind k = kind_of(v);
       if ((k != Kind::Tuple && k != Kind::ExpressionList && k != Kind::List) ||
           static_cast<uint32_t>(b->element) >= ts_node_named_child_count(v)) {
-        unknown = true;
+        unknown = unknown || !in_forward;
         continue;
       }
       v = unparenthesize(ts_node_named_child(v, static_cast<uint32_t>(b->element)));
     }
     Truth t = stored(v);
     if (t == Truth::True) return answer(t);
-    unknown |= t == Truth::Unknown;
+    unknown = unknown || (t == Truth::Unknown && !in_forward);
   }
   // `self.register_parameter(...)`, `self.add_module(...)`, `setattr(self, ...)`.
   for (const Call& c : calls_) {
