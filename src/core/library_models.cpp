@@ -151,11 +151,24 @@ class ModelFileReader {
           else if (rkey == "elements") m.elements = choice(rn, rat, kKind);
           else if (rkey == "pairs") m.pairs = boolean(rn, rat);
           else if (rkey == "frozen") m.frozen = operand(rn, rat);
+          else if (rkey == "fields") {
+            for (const auto& [fk, fn] : table(rn, rat))
+              m.field_grads.emplace_back(std::string(fk.str()), choice(fn, fmt::format("{}.{}", rat, fk.str()), kGrad));
+          } else if (rkey == "items") {
+            for (const auto& [ik, in] : table(rn, rat)) {
+              std::string index(ik.str());
+              std::string iat = fmt::format("{}.{}", rat, index);
+              bool digits = !index.empty() && index.size() < 6 &&
+                            std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+              if (!digits) fail(ik.source(), iat, "a position must be a number (0, 1, ...)");
+              m.item_grads.emplace_back(static_cast<uint32_t>(std::stoul(index)), choice(in, iat, kGrad));
+            }
+          }
           else if (rkey == "from") {
             const toml::array* arr = rn.as_array();
             if (!arr) fail(rn, rat, "must be an array of operands (self, argN)");
             for (size_t i = 0; i < arr->size(); ++i) m.from.push_back(operand(*arr->get(i), fmt::format("{}[{}]", rat, i)));
-          } else unknown(rk, at, "grad, device, kind, elements, pairs, frozen, from");
+          } else unknown(rk, at, "grad, device, kind, elements, pairs, frozen, fields, items, from");
         }
       } else if (key == "grad-mode") {
         m.grad_mode = choice(node, at, kGradMode);

@@ -97,6 +97,10 @@ struct CallModel {
   // The result is a module whose parameters are frozen unless this operand
   // is given as False (`nn.Embedding.from_pretrained(w, freeze=True)`).
   std::optional<Operand> frozen;
+  // The history of some fields and positions of the result, where they
+  // differ from `grad` (a model output whose `mems` the library detaches).
+  std::vector<std::pair<std::string, GradFacet>> field_grads;
+  std::vector<std::pair<uint32_t, GradFacet>> item_grads;
   GradMode grad_mode = GradMode::Unchanged;  // as a context manager or decorator
   std::optional<Operand> backward;           // runs a backward pass through this operand's graph
   bool accumulates_grads = true;             // ... and adds into .grad (torch.autograd.grad does not)

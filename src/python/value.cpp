@@ -846,6 +846,38 @@ Value Model::module_output(TSNode call, const Value& module, const ValueEnv* env
     out.grad = arguments.element().grad;
     return out;
   }
+  // A module of a library whose model says more of its output: fields and
+  // positions with their own history (Transformer-XL's `mems`).
+  if (module.cls < 0) {
+    std::string cls = class_of(field(call, "function"));
+    const CallModel* cm = cls.empty() ? nullptr : library().method(cls, "__call__");
+    if (cm && (!cm->field_grads.empty() || !cm->item_grads.empty())) {
+      auto facet = [&](GradFacet g) {
+        switch (g) {
+          case GradFacet::None: return Provenance::Detached;
+          case GradFacet::Attached: return out.grad;
+          case GradFacet::FromInputs: return arguments.element().grad;
+          default: return Provenance::Unknown;
+        }
+      };
+      Value whole = out;
+      if (cm->kind != ValueKind::Unknown) whole.kind = cm->kind;
+      auto parts = std::make_shared<ValueParts>();
+      Value rest = flat(out);
+      parts->element = rest;
+      for (const auto& [index, grad] : cm->item_grads) {
+        if (parts->items.size() <= index) parts->items.resize(index + 1, rest);
+        parts->items[index].grad = facet(grad);
+      }
+      for (const auto& entry : cm->field_grads) {
+        Value v = rest;
+        v.grad = facet(entry.second);
+        parts->fields.emplace_back(entry.first, v);
+      }
+      whole.parts = std::move(parts);
+      return whole;
+    }
+  }
   // A module of another file: its forward, given these arguments, where it
   // tells more than "a module's output".
   if (module.home && module.cls >= 0) {

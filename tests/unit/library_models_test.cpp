@@ -122,6 +122,19 @@ TEST(LibraryModels, ParametersOfLayers) {
   EXPECT_EQ(user.class_parameters("corp.Scaler"), ParameterFacet::None);
 }
 
+TEST(LibraryModels, FieldsAndPositionsOfAResult) {
+  const CallModel* xl = LibraryModels::builtin()->method("transformers.TransfoXLLMHeadModel", "__call__");
+  ASSERT_NE(xl, nullptr);
+  ASSERT_EQ(xl->field_grads.size(), 1u);
+  EXPECT_EQ(xl->field_grads[0].first, "mems");
+  EXPECT_EQ(xl->field_grads[0].second, GradFacet::None);
+  ASSERT_EQ(xl->item_grads.size(), 1u);
+  EXPECT_EQ(xl->item_grads[0].first, 1u);
+  // The layout before transformers 4.0 is known too.
+  EXPECT_NE(LibraryModels::builtin()->method("transformers.modeling_xlnet.XLNetModel", "__call__"), nullptr);
+  EXPECT_EQ(LibraryModels::builtin()->class_kind("transformers.modeling_bert.BertModel"), ValueKind::Module);
+}
+
 TEST(LibraryModels, Hooks) {
   const LibraryModels& m = *LibraryModels::builtin();
   const HookModel* v = m.hook("pytorch_lightning.LightningModule", "validation_step");
@@ -212,6 +225,11 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
             "inhouse.toml:3:14: classes[0].parameters: must be one of unknown, none, trainable, not 'frozen'");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { frozen = \"freeze\" }\n"),
             "inhouse.toml:3:21: calls[0].result.frozen: must be self, argN, argN|keyword or *|keyword, not 'freeze'");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { items = { first = \"none\" } }\n"),
+            "inhouse.toml:3:22: calls[0].result.items.first: a position must be a number (0, 1, ...)");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { fields = { mems = \"gone\" } }\n"),
+            "inhouse.toml:3:30: calls[0].result.fields.mems: must be one of unknown, none, from-inputs, attached, not "
+            "'gone'");
   EXPECT_EQ(load_error("calls = 3\n"), "inhouse.toml:1:9: calls: must be an array of tables ([[calls]])");
   EXPECT_EQ(load_error("functions = []\n"),
             "inhouse.toml:1:1: functions: unknown key (expected one of: library, aliases, calls, classes, hooks, "

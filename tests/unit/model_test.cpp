@@ -1539,6 +1539,26 @@ class Buffered(nn.Module):
   EXPECT_EQ(of("Buffered"), Truth::False);
 }
 
+TEST(ModelValue, LibraryOutputFieldsAndPositions) {
+  Program p(R"(
+from transformers import TransfoXLLMHeadModel
+
+def run(config, tokens):
+    model = TransfoXLLMHeadModel(config)
+    out = model(input_ids=tokens, mems=None)
+    output = model(input_ids=tokens, return_dict=False)
+    mems = out.mems
+    scores = out.prediction_scores
+    kept = output[1]
+    first = output[0]
+    return mems, scores, kept, first
+)");
+  EXPECT_EQ(p.last("mems").grad, Provenance::Detached);
+  EXPECT_EQ(p.last("kept").grad, Provenance::Detached);
+  EXPECT_EQ(p.last("scores").grad, Provenance::Attached);
+  EXPECT_EQ(p.last("first").grad, Provenance::Attached);
+}
+
 TEST(ModelValue, SummariesFollowArgumentsThroughHelpersAndMethods) {
   Program p(R"(
 import torch
