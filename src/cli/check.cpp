@@ -238,7 +238,15 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   CLI::Option* config = cmd.add_option(
       "--config", a.config,
       "Use this configuration file (pyproject.toml or torchleak.toml) for every file, instead of the nearest one");
-  cmd.add_flag("--isolated", a.isolated, "Read no configuration file")->excludes(config);
+  CLI::Option* isolated =
+      cmd.add_flag("--isolated", a.isolated,
+                   "Read no configuration file, and analyze the named files alone (not in the context of their "
+                   "project)")
+          ->excludes(config);
+  cmd.add_option("--project-root", a.project_root,
+                 "Analyze the named files in the context of this project (default: the directory of the nearest "
+                 "configuration file, else the repository's root)")
+      ->excludes(isolated);
   cmd.add_flag("--report-unused-suppressions", a.report_unused_suppressions,
                "Report suppression comments that silence nothing (TL100)");
   CLI::Option* baseline =
@@ -276,6 +284,8 @@ int run_check(const CheckArgs& a) {
   options.respect_gitignore = !a.no_gitignore;
   options.config_file = a.config;
   options.use_config_files = !a.isolated;
+  options.project_context = !a.isolated;
+  options.project_root = a.project_root;
   options.report_unused_suppressions = a.report_unused_suppressions;
   options.cancel = &g_cancel;
   std::optional<Baseline> baseline;

@@ -26,7 +26,8 @@ struct CheckArgs {
   // arguments appended to (or inserted before) every compile command.
   std::string build_path;
   std::vector<std::string> extra_args, extra_args_before;
-  bool isolated = false;                    // read no configuration file
+  bool isolated = false;                    // read no configuration file, no project context
+  std::string project_root;                 // --project-root
   bool report_unused_suppressions = false;  // TL100
   std::string baseline, write_baseline;
   // Fixes: --fix writes the safe ones, --unsafe-fixes adds the unsafe ones,

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <mutex>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
@@ -200,6 +202,61 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
   }
   std::sort(out.files.begin(), out.files.end());
   return out;
+}
+
+std::string normal_absolute(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(path), ec);
+  if (ec) p = fs::path(path);
+  return p.lexically_normal().generic_string();
+}
+
+namespace {
+
+bool configures_torchleak(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(dir / "torchleak.toml", ec) || fs::is_regular_file(dir / ".torchleak.toml", ec)) return true;
+  fs::path pyproject = dir / "pyproject.toml";
+  if (!fs::is_regular_file(pyproject, ec)) return false;
+  std::ifstream in(pyproject);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t first = line.find_first_not_of(" \t");
+    if (first != std::string::npos && line.compare(first, 16, "[tool.torchleak]") == 0) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string find_project_root(const std::string& path) {
+  static std::mutex lock;
+  static std::map<std::string, std::string> known;  // absolute directory -> absolute root, "" for none
+  fs::path absolute = fs::path(normal_absolute(path));
+  std::error_code ec;
+  fs::path dir = fs::is_directory(absolute, ec) ? absolute : absolute.parent_path();
+  std::string root;
+  {
+    std::lock_guard<std::mutex> guard(lock);
+    if (auto it = known.find(dir.string()); it != known.end()) {
+      root = it->second;
+    } else {
+      std::string repository;
+      for (fs::path probe = dir;; probe = probe.parent_path()) {
+        if (configures_torchleak(probe)) {
+          root = probe.string();
+          break;
+        }
+        if (repository.empty() && fs::exists(probe / ".git", ec)) repository = probe.string();
+        if (!probe.has_relative_path()) break;  // the file system's root
+      }
+      if (root.empty()) root = repository;
+      known[dir.string()] = root;
+    }
+  }
+  if (root.empty() || fs::path(path).is_absolute()) return root;
+  fs::path relative = fs::path(root).lexically_relative(fs::current_path(ec));
+  return relative.empty() ? root : relative.generic_string();
 }
 
 }  // namespace torchleak

@@ -28,6 +28,17 @@ struct DiscoveredFiles {
 DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryOptions& options,
                          bool (*handles)(const std::string& path));
 
+// The project a file belongs to: the directory of the nearest configuration
+// file above it (torchleak.toml, .torchleak.toml, a pyproject.toml with a
+// [tool.torchleak] table), else the root of the git repository holding it,
+// else "" (a loose file). Spelled as `path` is: relative to the working
+// directory when `path` is relative. Remembered per directory.
+std::string find_project_root(const std::string& path);
+
+// A path as the file system knows it (absolute, normalized): two spellings of
+// one file compare equal.
+std::string normal_absolute(const std::string& path);
+
 // Whether a directory name is one torchleak never descends into.
 bool is_skipped_directory_name(const std::string& name);
 

@@ -9,7 +9,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <unordered_set>
 
 #include "core/config_file.h"
 #include "core/discovery.h"
@@ -107,6 +109,7 @@ struct Slot {
   std::string skipped;  // not analyzed, by choice (too large): why
   size_t lines = 0;
   const Config* config = nullptr;  // the settings this file was analyzed with
+  bool context = false;            // read for its facts only: another file of the project
 };
 
 void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
@@ -227,6 +230,10 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused) {
   for (auto& s : slots) index.add_all(std::move(s.result.facts));
   index.finalize();
   for (auto& s : slots) {
+    if (s.context) {
+      out.context_files += s.result.error || !s.skipped.empty() ? 0 : 1;
+      continue;
+    }
     if (!s.skipped.empty()) {
       out.notes.push_back({s.result.path, s.skipped});
       continue;
@@ -313,6 +320,32 @@ ReadStatus read_file(const std::string& path, uint64_t max_size, std::string& te
   return ReadStatus::Ok;
 }
 
+// The Python files of the projects the targets belong to that are not
+// targets themselves: read for the facts they give (a helper file's
+// zero_grad, a wrap in DataParallel in another script).
+std::vector<std::string> context_files(const std::vector<std::string>& targets, const std::string& given_root,
+                                       const DiscoveryOptions& dopt) {
+  std::set<std::string> roots;
+  if (!given_root.empty()) {
+    roots.insert(given_root);
+  } else {
+    for (const std::string& t : targets)
+      if (std::string r = find_project_root(t); !r.empty()) roots.insert(r);
+  }
+  if (roots.empty()) return {};
+  std::unordered_set<std::string> named;
+  for (const std::string& t : targets) named.insert(normal_absolute(t));
+  static bool (*const handles)(const std::string&) = [](const std::string& path) {
+    const LanguageFrontend* f = frontend_for(path);
+    return f && f->language() == "python";
+  };
+  DiscoveredFiles all = discover(std::vector<std::string>(roots.begin(), roots.end()), dopt, handles);
+  std::vector<std::string> out;
+  for (const std::string& f : all.files)
+    if (!named.count(normal_absolute(f))) out.push_back(f);
+  return out;
+}
+
 }  // namespace
 
 void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
@@ -366,10 +399,16 @@ RunResult run(const RunOptions& options) {
     }
   };
   DiscoveredFiles found = discover(options.paths, dopt, any_frontend_handles);
-  std::vector<Slot> slots(found.files.size());
+  size_t targets = found.files.size();
+  std::vector<std::string> files = found.files;
+  if (options.project_context && !files.empty()) {
+    for (const std::string& f : context_files(found.files, options.project_root, dopt)) files.push_back(f);
+  }
+  std::vector<Slot> slots(files.size());
   for (size_t i = 0; i < slots.size() && fatal.empty(); ++i) {
+    slots[i].context = i >= targets;
     try {
-      slots[i].config = &configs.for_file(found.files[i]);
+      slots[i].config = &configs.for_file(files[i]);
     } catch (const ConfigError& e) {
       fatal = e.what();
     }
@@ -379,8 +418,8 @@ RunResult run(const RunOptions& options) {
     out.fatal = std::move(fatal);
     return out;
   }
-  parallel_for(found.files.size(), effective_jobs(options.jobs), [&](size_t i) {
-    const std::string& path = found.files[i];
+  parallel_for(files.size(), effective_jobs(options.jobs), [&](size_t i) {
+    const std::string& path = files[i];
     SourceFile file{path, {}};
     if (auto ov = options.overlays.find(path); ov != options.overlays.end()) {
       file.text = ov->second;

@@ -33,6 +33,12 @@ struct RunOptions {
   // the one file for all; `use_config_files` false reads none.
   std::string config_file;
   bool use_config_files = true;
+  // The files named are analyzed in the context of their project (the
+  // directory of the nearest configuration file, else the repository's root;
+  // `project_root` when given): the facts of the project's other Python files
+  // count, the findings are those of the named files. False: the named files alone.
+  bool project_context = true;
+  std::string project_root;
   // Report suppressions that silence nothing (TL100).
   bool report_unused_suppressions = false;
   unsigned jobs = 0;  // 0: one per core
@@ -51,6 +57,7 @@ struct RunResult {
   std::vector<FileError> errors;        // files that could not be analyzed
   std::vector<FileError> notes;         // analyzed with a caveat
   size_t files_analyzed = 0;
+  size_t context_files = 0;  // other files of the project read for their facts
   size_t lines_analyzed = 0;
   double seconds = 0;
   bool cancelled = false;

@@ -85,7 +85,11 @@ std::string statistics(const RunResult& result, const Catalogue& catalogue) {
 std::string summary(const RunResult& result) {
   std::set<std::string> files;
   for (const auto& d : result.diagnostics) files.insert(d.path);
-  std::string tail = fmt::format("({} analyzed in {:.2f} s)", plural(result.files_analyzed, "file"), result.seconds);
+  std::string context = result.context_files
+                            ? fmt::format(" with {} of the project", plural(result.context_files, "other file"))
+                            : std::string();
+  std::string tail = fmt::format("({} analyzed{} in {:.2f} s)", plural(result.files_analyzed, "file"), context,
+                                 result.seconds);
   std::string out = result.diagnostics.empty()
                         ? fmt::format("No problems found {}", tail)
                         : fmt::format("Found {} in {} {}", plural(result.diagnostics.size(), "problem"),

@@ -1,0 +1,68 @@
+# A file named alone is analyzed in the context of its project: the facts of the project's other
+# files count (a zero_grad in a helper file, a DataParallel wrap in another script), the findings
+# are the named file's. The project is the directory of the nearest configuration file, else the
+# repository's root; --project-root names it; --isolated analyzes the named files alone.
+source "$(dirname "$0")/common.bash"
+command -v git >/dev/null || { echo "git is not installed"; exit 77; }
+
+git init -q repo
+cp "$SOURCE_DIR"/fixtures/python/TL010/neg_cross_file_helper/*.py repo/
+mkdir -p repo/tagger
+cp "$SOURCE_DIR"/fixtures/python/TL005/cross_file_wrap/*.py repo/tagger/
+rm -f repo/tagger/*.fixed
+cd repo || exit 2
+
+rules() { sed -nE 's/^([^ :]+):([0-9]+):[0-9]+: [a-z]+: .* \[(TL[0-9]+) [^]]*\]$/\3 \1:\2/p' <<<"$OUT"; }
+
+case_ "the helper file's zero_grad counts when only the training script is named"
+tl check --select TL010 train.py
+expect_rc 0
+expect_out <<'TXT'
+No problems found (1 file analyzed with 3 other files of the project in N s)
+TXT
+
+case_ "--isolated: the training script alone"
+tl check --select TL010 --isolated train.py
+expect_rc 1
+compare "findings" "$(rules)" <<'TXT'
+TL010 train.py:12
+TXT
+
+case_ "the wrap in the training script counts when only the model's file is named"
+tl check --select TL005 tagger/model.py
+expect_rc 1
+compare "findings" "$(rules)" <<'TXT'
+TL005 tagger/model.py:18
+TXT
+
+case_ "from a subdirectory, the project is still the repository"
+cd tagger || exit 2
+tl check --select TL005 model.py
+expect_rc 1
+compare "findings" "$(rules)" <<'TXT'
+TL005 model.py:18
+TXT
+cd .. || exit 2
+
+case_ "the nearest configuration file makes a project of its directory"
+printf 'select = ["TL005", "TL010"]\n' >tagger/torchleak.toml
+tl check tagger/model.py
+expect_rc 1
+compare "findings" "$(rules)" <<'TXT'
+TL005 tagger/model.py:18
+TXT
+compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
+Found 1 problem in 1 file (1 file analyzed with 1 other file of the project in N s)
+TXT
+
+case_ "--project-root names the project"
+tl check --select TL010 --project-root . train.py
+expect_rc 0
+tl check --select TL005 --project-root tagger tagger/model.py
+expect_rc 1
+
+case_ "--isolated and --project-root do not go together"
+tl check --isolated --project-root . train.py
+expect_rc 2
+
+done_
