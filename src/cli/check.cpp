@@ -13,11 +13,14 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <set>
 
 #include "cli/commands.h"
 #include "core/baseline.h"
 #include "core/catalogue.h"
 #include "core/engine.h"
+#include "core/discovery.h"
+#include "core/facts_cache.h"
 #include "core/fixer.h"
 #include "report/report.h"
 
@@ -247,6 +250,9 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
                  "Analyze the named files in the context of this project (default: the directory of the nearest "
                  "configuration file, else the repository's root)")
       ->excludes(isolated);
+  cmd.add_flag("--no-cache", a.no_cache, "Read and write no cache of the project's facts");
+  cmd.add_option("--cache-dir", a.cache_dir,
+                 "Keep the cache here (default: $TORCHLEAK_CACHE_DIR, else .torchleak_cache at the project's root)");
   cmd.add_flag("--report-unused-suppressions", a.report_unused_suppressions,
                "Report suppression comments that silence nothing (TL100)");
   CLI::Option* baseline =
@@ -286,6 +292,8 @@ int run_check(const CheckArgs& a) {
   options.use_config_files = !a.isolated;
   options.project_context = !a.isolated;
   options.project_root = a.project_root;
+  options.use_cache = !a.no_cache;
+  options.cache_dir = a.cache_dir;
   options.report_unused_suppressions = a.report_unused_suppressions;
   options.cancel = &g_cancel;
   std::optional<Baseline> baseline;
@@ -376,6 +384,30 @@ int run_check(const CheckArgs& a) {
 
 std::string usage_error_message(const CLI::App*, const CLI::Error& e) {
   return fmt::format("torchleak: error: {}\nRun with --help for more information.\n", e.what());
+}
+
+void add_clean_options(CLI::App& cmd, CleanArgs& a) {
+  cmd.add_option("PATHS", a.paths, "Directories of the projects whose cache is removed (default: .)");
+  cmd.add_option("--cache-dir", a.cache_dir, "The cache to remove (default: as `check` finds it)");
+}
+
+int run_clean(const CleanArgs& a) {
+  std::vector<std::string> paths = a.paths.empty() ? std::vector<std::string>{"."} : a.paths;
+  std::set<std::string> roots;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(p, ec)) {
+      fmt::print(stderr, "torchleak: error: {}: not a directory\n", p);
+      return 2;
+    }
+    std::string project = find_project_root(p);
+    std::string root = cache_root(a.cache_dir, project.empty() ? p : project);
+    if (!root.empty()) roots.insert(root);
+  }
+  size_t removed = 0;
+  for (const std::string& root : roots) removed += clean_facts_cache(root);
+  fmt::print("torchleak: removed {} cache {}\n", removed, removed == 1 ? "entry" : "entries");
+  return 0;
 }
 
 }  // namespace torchleak

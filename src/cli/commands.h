@@ -28,6 +28,8 @@ struct CheckArgs {
   std::vector<std::string> extra_args, extra_args_before;
   bool isolated = false;                    // read no configuration file, no project context
   std::string project_root;                 // --project-root
+  bool no_cache = false;                    // --no-cache
+  std::string cache_dir;                    // --cache-dir
   bool report_unused_suppressions = false;  // TL100
   std::string baseline, write_baseline;
   // Fixes: --fix writes the safe ones, --unsafe-fixes adds the unsafe ones,
@@ -42,7 +44,14 @@ struct RuleArgs {
   std::string output_dir;
 };
 
+struct CleanArgs {
+  std::vector<std::string> paths;  // the projects whose cache is removed (default: .)
+  std::string cache_dir;
+};
+
 void add_check_options(CLI::App& cmd, CheckArgs& args);
+void add_clean_options(CLI::App& cmd, CleanArgs& args);
+int run_clean(const CleanArgs& args);
 void add_rule_options(CLI::App& cmd, RuleArgs& args);
 int run_check(const CheckArgs& args);
 int run_rule(const RuleArgs& args);

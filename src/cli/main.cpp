@@ -1,4 +1,4 @@
-// torchleak's command line: check, rule, and --version.
+// torchleak's command line: check, rule, lsp, clean, and --version.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
 
   CLI::App* lsp_cmd = app.add_subcommand("lsp", "Run the language server on standard input and output");
 
+  CleanArgs clean;
+  CLI::App* clean_cmd = app.add_subcommand("clean", "Remove the cache of a project (.torchleak_cache)");
+  add_clean_options(*clean_cmd, clean);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,5 +37,6 @@ int main(int argc, char** argv) {
   if (*check_cmd) return run_check(check);
   if (*rule_cmd) return run_rule(rule);
   if (*lsp_cmd) return lsp::Server().serve(0, 1);
+  if (*clean_cmd) return run_clean(clean);
   return 2;
 }

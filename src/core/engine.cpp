@@ -8,17 +8,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <thread>
 #include <unordered_set>
 
 #include "core/config_file.h"
 #include "core/discovery.h"
+#include "core/facts_cache.h"
 #include "core/project_index.h"
 #include "core/suppression.h"
 
 namespace torchleak {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -110,6 +115,7 @@ struct Slot {
   size_t lines = 0;
   const Config* config = nullptr;  // the settings this file was analyzed with
   bool context = false;            // read for its facts only: another file of the project
+  bool cached = false;             // ... and its facts came from the cache
 };
 
 void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
@@ -232,6 +238,7 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused) {
   for (auto& s : slots) {
     if (s.context) {
       out.context_files += s.result.error || !s.skipped.empty() ? 0 : 1;
+      out.cached_files += s.cached ? 1 : 0;
       continue;
     }
     if (!s.skipped.empty()) {
@@ -324,7 +331,7 @@ ReadStatus read_file(const std::string& path, uint64_t max_size, std::string& te
 // targets themselves: read for the facts they give (a helper file's
 // zero_grad, a wrap in DataParallel in another script).
 std::vector<std::string> context_files(const std::vector<std::string>& targets, const std::string& given_root,
-                                       const DiscoveryOptions& dopt) {
+                                       const DiscoveryOptions& dopt, std::string& first_root) {
   std::set<std::string> roots;
   if (!given_root.empty()) {
     roots.insert(given_root);
@@ -333,6 +340,7 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
       if (std::string r = find_project_root(t); !r.empty()) roots.insert(r);
   }
   if (roots.empty()) return {};
+  first_root = *roots.begin();
   std::unordered_set<std::string> named;
   for (const std::string& t : targets) named.insert(normal_absolute(t));
   static bool (*const handles)(const std::string&) = [](const std::string& path) {
@@ -401,9 +409,12 @@ RunResult run(const RunOptions& options) {
   DiscoveredFiles found = discover(options.paths, dopt, any_frontend_handles);
   size_t targets = found.files.size();
   std::vector<std::string> files = found.files;
+  std::string root;
   if (options.project_context && !files.empty()) {
-    for (const std::string& f : context_files(found.files, options.project_root, dopt)) files.push_back(f);
+    for (const std::string& f : context_files(found.files, options.project_root, dopt, root)) files.push_back(f);
   }
+  std::string cache_dir = options.use_cache ? cache_root(options.cache_dir, root) : std::string();
+  FactsCache cache(cache_dir);
   std::vector<Slot> slots(files.size());
   for (size_t i = 0; i < slots.size() && fatal.empty(); ++i) {
     slots[i].context = i >= targets;
@@ -437,15 +448,38 @@ RunResult run(const RunOptions& options) {
           return;
       }
     }
+    bool python = frontend_for(path) && frontend_for(path)->language() == "python";
+    if (slots[i].context) {
+      if (auto facts = cache.load(path, file.text, *slots[i].config)) {
+        slots[i].result.path = path;
+        slots[i].result.facts = std::move(*facts);
+        slots[i].cached = true;
+        return;
+      }
+    }
+    FileReads reads;
     analyze_one(file, *slots[i].config, slots[i]);
+    // A named file's facts, for the runs where it is context (kept when the entry is current).
+    if (python && !slots[i].result.error && !cache.dir().empty() &&
+        (slots[i].context || !cache.load(path, file.text, *slots[i].config)))
+      cache.store(path, file.text, *slots[i].config, slots[i].result.facts, reads.files());
   }, options.cancel);
+  cache.trim();
   RunResult out = finish(slots, options.report_unused_suppressions);
+  out.cache_dir = cache_dir;
   for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
   std::sort(out.errors.begin(), out.errors.end(),
             [](const FileError& a, const FileError& b) { return a.path < b.path; });
   out.cancelled = options.cancel && options.cancel->load();
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
+}
+
+std::string cache_root(const std::string& given, const std::string& project_root) {
+  if (!given.empty()) return given;
+  if (const char* d = std::getenv("TORCHLEAK_CACHE_DIR"); d && *d) return d;
+  if (!project_root.empty()) return (fs::path(project_root) / ".torchleak_cache").string();
+  return {};
 }
 
 RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs,

@@ -39,6 +39,11 @@ struct RunOptions {
   // count, the findings are those of the named files. False: the named files alone.
   bool project_context = true;
   std::string project_root;
+  // The facts cache (core/facts_cache.h): in `cache_dir` when given, else in
+  // $TORCHLEAK_CACHE_DIR, else in .torchleak_cache at the project's root;
+  // entries under its `facts` directory. `use_cache` false: none.
+  bool use_cache = true;
+  std::string cache_dir;
   // Report suppressions that silence nothing (TL100).
   bool report_unused_suppressions = false;
   unsigned jobs = 0;  // 0: one per core
@@ -58,6 +63,8 @@ struct RunResult {
   std::vector<FileError> notes;         // analyzed with a caveat
   size_t files_analyzed = 0;
   size_t context_files = 0;  // other files of the project read for their facts
+  size_t cached_files = 0;   // ... of which the facts came from the cache
+  std::string cache_dir;     // the facts cache used, "" for none
   size_t lines_analyzed = 0;
   double seconds = 0;
   bool cancelled = false;
@@ -66,6 +73,10 @@ struct RunResult {
 };
 
 RunResult run(const RunOptions& options);
+
+// Where a run keeps its caches: `given`, else $TORCHLEAK_CACHE_DIR, else
+// .torchleak_cache under `project_root`; "" when none applies.
+std::string cache_root(const std::string& given, const std::string& project_root);
 
 // Analyzes in-memory sources as one project (tests, the language server).
 RunResult run_sources(const std::vector<SourceFile>& files, const Config& config, unsigned jobs = 1,

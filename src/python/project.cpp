@@ -1,5 +1,7 @@
 #include "python/project.h"
 
+#include "core/facts_cache.h"
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -159,6 +161,7 @@ std::string locate_module(std::string_view importer, std::string_view module, in
 }  // namespace
 
 const Model* foreign_model(const std::string& path, const Config& config) {
+  note_file_read(path);  // the analysis depends on it (the facts cache checks it is unchanged)
   std::list<Kept>& list = kept();
   std::error_code ec;
   std::uintmax_t size = fs::file_size(path, ec);

@@ -1,0 +1,257 @@
+// A file analyzed in the context of its project, and the cache of facts
+// that makes that cheap: the same findings as the whole project, entries
+// reused while the file, the files it imports, the settings and the build
+// are unchanged, atomic writes, damaged entries, the size bound, clean.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "core/discovery.h"
+#include "core/engine.h"
+#include "core/facts_cache.h"
+
+namespace torchleak {
+namespace {
+
+namespace fs = std::filesystem;
+
+class Project {
+ public:
+  Project() {
+    std::string tmpl = (fs::temp_directory_path() / "torchleak-project-XXXXXX").string();
+    root_ = fs::path(::mkdtemp(tmpl.data())).lexically_normal();
+    fs::create_directories(root_ / ".git");  // a repository: the project's root
+  }
+  ~Project() { fs::remove_all(root_); }
+  Project(const Project&) = delete;
+  Project& operator=(const Project&) = delete;
+
+  std::string write(const std::string& relative, const std::string& text) const {
+    fs::path p = root_ / relative;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+  std::string operator/(const std::string& relative) const { return (root_ / relative).string(); }
+  const fs::path& root() const { return root_; }
+
+  // The rule and line of each finding of `check paths`.
+  std::set<std::string> check(const std::vector<std::string>& paths, RunResult* result = nullptr,
+                              bool context = true) const {
+    RunOptions options;
+    options.paths.clear();
+    for (const auto& p : paths) options.paths.push_back((root_ / p).string());
+    options.project_context = context;
+    options.cache_dir = (root_ / ".torchleak_cache").string();
+    options.jobs = 2;
+    RunResult r = run(options);
+    std::set<std::string> out;
+    for (const auto& d : r.diagnostics)
+      out.insert(d.rule_id + " " + fs::path(d.path).filename().string() + ":" + std::to_string(d.start.line));
+    if (result) *result = std::move(r);
+    return out;
+  }
+
+ private:
+  fs::path root_;
+};
+
+// A training loop whose zero_grad is in a helper of another file, and a
+// tagger wrapped in DataParallel by a third file.
+void write_project(const Project& p) {
+  p.write("engine.py", R"(def begin_step(model, optimizer):
+    model.train()
+    optimizer.zero_grad()
+)");
+  p.write("train.py", R"(from engine import begin_step
+
+
+def fit(model, optimizer, criterion, loader, epochs):
+    for epoch in range(epochs):
+        for x, y in loader:
+            begin_step(model, optimizer)
+            loss = criterion(model(x), y)
+            loss.backward()
+            optimizer.step()
+)");
+  p.write("model.py", R"(import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+class Tagger(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8, batch_first=True)
+
+    def forward(self, x, lengths):
+        out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
+        out, _ = pad_packed_sequence(out, batch_first=True)
+        return out
+)");
+  p.write("wrap.py", R"(import torch.nn as nn
+from model import Tagger
+
+model = nn.DataParallel(Tagger())
+)");
+}
+
+TEST(ProjectContext, EachFileAloneGivesTheWholeProjectsFindingsForIt) {
+  Project p;
+  write_project(p);
+  std::set<std::string> whole = p.check({"."});
+  EXPECT_EQ(whole, (std::set<std::string>{"TL005 model.py:12"}));
+  std::set<std::string> joined;
+  for (const char* f : {"engine.py", "train.py", "model.py", "wrap.py"}) {
+    std::set<std::string> alone = p.check({f});
+    joined.insert(alone.begin(), alone.end());
+  }
+  EXPECT_EQ(joined, whole);
+  // Every split into two groups of files gives the same answer.
+  std::vector<std::string> files{"engine.py", "train.py", "model.py", "wrap.py"};
+  for (unsigned mask = 1; mask < 15; ++mask) {
+    std::vector<std::string> a, b;
+    for (size_t i = 0; i < files.size(); ++i) ((mask >> i) & 1 ? a : b).push_back(files[i]);
+    std::set<std::string> both = p.check(a);
+    std::set<std::string> other = p.check(b);
+    both.insert(other.begin(), other.end());
+    EXPECT_EQ(both, whole) << "split " << mask;
+  }
+  // Alone, without the project: the helper's zero_grad and the wrap are not seen.
+  EXPECT_EQ(p.check({"train.py"}, nullptr, false), (std::set<std::string>{"TL010 train.py:9"}));
+  EXPECT_EQ(p.check({"model.py"}, nullptr, false), (std::set<std::string>{}));
+}
+
+TEST(ProjectContext, TheCacheServesUnchangedFilesAndNotChangedOnes) {
+  Project p;
+  write_project(p);
+  RunResult r;
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.context_files, 3u);
+  EXPECT_EQ(r.cached_files, 0u);  // cold
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.cached_files, 3u);  // warm
+  EXPECT_TRUE(fs::exists(p / ".torchleak_cache/.gitignore"));
+
+  // An edit of a context file: analyzed again, and its new facts count.
+  p.write("engine.py", "def begin_step(model, optimizer):\n    model.train()\n");
+  EXPECT_EQ(p.check({"train.py"}, &r), (std::set<std::string>{"TL010 train.py:9"}));
+  EXPECT_EQ(r.cached_files, 2u);
+
+  // An edit of a file that a context file's analysis read (owner.py asks
+  // what class `self.attention` is, in attention.py): the reader's entry is
+  // stale too. (train.py and wrap.py name engine's helper and model's class
+  // without reading those files: their facts do not depend on them.)
+  p.write("attention.py", R"(import torch.nn as nn
+
+
+class Attention(nn.Module):
+    def clear_cache(self):
+        self.cache = None
+)");
+  p.write("owner.py", R"(import torch.nn as nn
+from attention import Attention
+
+
+class Owner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attention = Attention()
+
+    def decode(self, x):
+        self.attention.clear_cache()
+        return x
+)");
+  p.check({"model.py"}, &r);
+  p.check({"model.py"}, &r);
+  EXPECT_EQ(r.cached_files, 5u);
+  p.write("attention.py", "import torch.nn as nn\n\n\nclass Attention(nn.Module):\n    pass\n");
+  p.check({"model.py"}, &r);
+  EXPECT_EQ(r.cached_files, 3u);  // not attention.py (changed), not owner.py (read it)
+}
+
+TEST(ProjectContext, ASettingThatChangesFactsMissesTheCache) {
+  Project p;
+  write_project(p);
+  RunResult r;
+  p.check({"train.py"}, &r);
+  p.write("torchleak.toml", "extra-data-parallel = [\"Parallel\"]\n");
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.cached_files, 0u);
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.cached_files, 3u);
+}
+
+TEST(ProjectContext, ADamagedEntryIsIgnoredAndRewritten) {
+  Project p;
+  write_project(p);
+  RunResult r;
+  p.check({"train.py"}, &r);
+  size_t damaged = 0;
+  for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
+    if (e.path().extension() == ".facts") {
+      std::ofstream(e.path(), std::ios::trunc) << "{\"reads\": [";  // cut short
+      ++damaged;
+    }
+  ASSERT_GT(damaged, 0u);
+  EXPECT_EQ(p.check({"train.py"}), (std::set<std::string>{}));
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.cached_files, 3u);
+}
+
+TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
+  Project p;
+  write_project(p);
+  std::vector<std::thread> runs;
+  std::vector<std::set<std::string>> found(4);
+  for (size_t i = 0; i < found.size(); ++i) runs.emplace_back([&, i] { found[i] = p.check({"model.py"}); });
+  for (auto& t : runs) t.join();
+  for (const auto& f : found) EXPECT_EQ(f, (std::set<std::string>{"TL005 model.py:12"}));
+  RunResult r;
+  EXPECT_EQ(p.check({"model.py"}, &r), (std::set<std::string>{"TL005 model.py:12"}));
+  EXPECT_EQ(r.cached_files, 3u);
+  for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
+    EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
+}
+
+TEST(ProjectContext, TheCacheIsBoundedAndCleaned) {
+  Project p;
+  std::string root = p / "cache";
+  FactsCache cache(root, 2000);
+  Config config;
+  for (int i = 0; i < 40; ++i) {
+    std::string file = p.write("f" + std::to_string(i) + ".py", "x = " + std::to_string(i) + "\n");
+    cache.store(file, "x", config, {Fact{"class", "Model" + std::to_string(i), file, 1, {std::string(40, 'v')}}}, {});
+  }
+  EXPECT_EQ(cache.writes(), 40u);
+  cache.trim();
+  uint64_t total = 0;
+  size_t entries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.path().extension() == ".facts") {
+      total += e.file_size();
+      ++entries;
+    }
+  EXPECT_LE(total, 2000u);
+  EXPECT_GT(entries, 0u);
+  EXPECT_EQ(clean_facts_cache(root), entries);
+  EXPECT_EQ(clean_facts_cache(root), 0u);
+}
+
+TEST(ProjectContext, TheRootIsTheNearestConfigurationElseTheRepository) {
+  Project p;
+  std::string deep = p.write("a/b/train.py", "x = 1\n");
+  EXPECT_EQ(find_project_root(deep), p.root().string());
+  p.write("c/pyproject.toml", "[project]\nname = \"c\"\n");  // not torchleak's
+  EXPECT_EQ(find_project_root(p.write("c/d/train.py", "x = 1\n")), p.root().string());
+  p.write("e/pyproject.toml", "[tool.torchleak]\nselect = [\"TL001\"]\n");
+  EXPECT_EQ(find_project_root(p.write("e/f/train.py", "x = 1\n")), (p.root() / "e").string());
+  p.write("g/torchleak.toml", "select = [\"TL001\"]\n");
+  EXPECT_EQ(find_project_root(p.write("g/train.py", "x = 1\n")), (p.root() / "g").string());
+}
+
+}  // namespace
+}  // namespace torchleak
