@@ -150,8 +150,8 @@ mkdir -p many
 for i in $(seq 1 2600); do
   printf 'x = %d\n' "$i" > "many/a_module_with_a_rather_long_name_to_fill_the_argument_list_$i.py"
 done
-git mv -q tagger/model.py aa_model.py  # first and last in pre-commit's sorted file list
-git mv -q tagger/wrap.py zz_wrap.py
+git mv tagger/model.py aa_model.py  # first and last in the sorted file list
+git mv tagger/wrap.py zz_wrap.py
 sed -i 's/^from model import Tagger/from aa_model import Tagger/' zz_wrap.py
 git add -A
 git commit -qm "many files" --no-verify >/dev/null
