@@ -506,4 +506,47 @@ RunResult run_sources(const std::vector<SourceFile>& files, const std::vector<co
   return out;
 }
 
+RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
+                         const std::vector<std::string>& context, const std::vector<const Config*>& context_configs,
+                         const std::string& cache_root, unsigned jobs) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<Slot> slots(files.size() + context.size());
+  for (size_t i = 0; i < files.size(); ++i) slots[i].config = configs.at(i);
+  for (size_t i = 0; i < context.size(); ++i) {
+    slots[files.size() + i].config = context_configs.at(i);
+    slots[files.size() + i].context = true;
+  }
+  FactsCache cache(cache_root);
+  parallel_for(slots.size(), effective_jobs(jobs), [&](size_t i) {
+    if (i < files.size()) {
+      analyze_one(files[i], *slots[i].config, slots[i]);
+      return;
+    }
+    const std::string& path = context[i - files.size()];
+    SourceFile file{path, {}};
+    std::string why;
+    if (read_file(path, kDefaultMaxFileSize, file.text, why) != ReadStatus::Ok) {
+      slots[i].result.path = path;
+      slots[i].result.error = why;
+      return;
+    }
+    if (auto facts = cache.load(path, file.text, *slots[i].config)) {
+      slots[i].result.path = path;
+      slots[i].result.facts = std::move(*facts);
+      slots[i].cached = true;
+      return;
+    }
+    FileReads reads;
+    analyze_one(file, *slots[i].config, slots[i]);
+    bool python = frontend_for(path) && frontend_for(path)->language() == "python";
+    if (python && !slots[i].result.error)
+      cache.store(path, file.text, *slots[i].config, slots[i].result.facts, reads.files());
+  }, nullptr);
+  cache.trim();
+  RunResult out = finish(slots, false);
+  out.cache_dir = cache_root;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
 }  // namespace torchleak

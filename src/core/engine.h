@@ -86,6 +86,15 @@ RunResult run_sources(const std::vector<SourceFile>& files, const Config& config
 RunResult run_sources(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
                       unsigned jobs = 1);
 
+// Analyzes in-memory `files` (the editor's buffers; configs[i] for files[i])
+// in the context of the other files of their project (`context`, read from
+// disk, with context_configs[i]): their facts count, from the facts cache at
+// `cache_root` when current (core/facts_cache.h; "" for none), and only the
+// findings of `files` are reported.
+RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
+                         const std::vector<std::string>& context, const std::vector<const Config*>& context_configs,
+                         const std::string& cache_root, unsigned jobs = 0);
+
 // Runs `work(i)` for i in [0, n) on `jobs` threads (the calling thread is
 // one of them), each taking the next index as it finishes the previous one.
 // The scheme both phases use; the benchmark's floor uses it too.

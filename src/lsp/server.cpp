@@ -54,15 +54,6 @@ std::string normalized_path(const std::string& p) {
   return (ec ? fs::path(p) : abs).lexically_normal().string();
 }
 
-bool read_file(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = std::move(ss).str();
-  return true;
-}
-
 bool is_python(const std::string& path) {
   return path.size() > 3 && (path.ends_with(".py") || path.ends_with(".pyi"));
 }
@@ -371,6 +362,11 @@ std::vector<json> Server::analyze() {
   };
   std::vector<const Config*> configs;
   for (const auto& f : files) configs.push_back(config_for(f.path));
+  // The rest of the workspace, read from disk: its Python files give their
+  // facts (from the facts cache when current), as `torchleak check` reads a
+  // named file's project.
+  std::vector<std::string> context;
+  std::vector<const Config*> context_configs;
   if (!root_.empty()) {
     DiscoveryOptions dopt;
     dopt.excluded_by_config = [&](const std::string& p) {
@@ -383,14 +379,13 @@ std::vector<json> Server::analyze() {
     DiscoveredFiles found = discover({root_}, dopt, [](const std::string& p) { return frontend_for(p) != nullptr; });
     for (const auto& p : found.files) {
       std::string path = normalized_path(p);
-      if (seen.count(path)) continue;
-      std::string text;
-      if (!read_file(path, text)) continue;
-      files.push_back({path, std::move(text)});
-      configs.push_back(config_for(path));
+      const LanguageFrontend* frontend = frontend_for(path);
+      if (seen.count(path) || !frontend || frontend->language() != "python") continue;
+      context.push_back(path);
+      context_configs.push_back(config_for(path));
     }
   }
-  RunResult result = run_sources(files, configs, 0);
+  RunResult result = run_in_context(files, configs, context, context_configs, cache_root("", root_), 0);
   std::map<std::string, std::vector<Diagnostic>> by_uri;
   for (auto& d : result.diagnostics) {
     auto it = path_to_uri.find(d.path);

@@ -222,6 +222,39 @@ function applyEdits(text, edits) {
   });
   check('files under a bad configuration file are analyzed with the defaults', () => assert.strictEqual(bad.params.diagnostics.length, 1));
 
+  // An open file is analyzed in the context of the workspace: a wrap in DataParallel in a file on
+  // disk makes the open model's pad_packed_sequence a finding (TL005); the other files' facts are
+  // kept in the workspace's facts cache.
+  fs.mkdirSync(path.join(workspace, 'tagger'));
+  fs.writeFileSync(path.join(workspace, 'tagger', 'wrap.py'),
+    'import torch.nn as nn\nfrom model import Tagger\n\nmodel = nn.DataParallel(Tagger())\n');
+  const MODEL = [
+    'import torch.nn as nn',
+    'from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence',
+    '',
+    '',
+    'class Tagger(nn.Module):',
+    '    def __init__(self):',
+    '        super().__init__()',
+    '        self.rnn = nn.LSTM(8, 8, batch_first=True)',
+    '',
+    '    def forward(self, x, lengths):',
+    '        out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))',
+    '        out, _ = pad_packed_sequence(out, batch_first=True)',
+    '        return out',
+    ''].join('\n');
+  const modelUri = pathToFileURL(path.join(workspace, 'tagger', 'model.py')).href;
+  notify('textDocument/didOpen', { textDocument: { uri: modelUri, languageId: 'python', version: 1, text: MODEL } });
+  const wrapped = await take(diagnosticsFor(modelUri, 1), 'diagnostics of a model wrapped in another file');
+  check('a wrap in a file on disk makes the open model a TL005 finding', () => {
+    assert.deepStrictEqual(wrapped.params.diagnostics.map((d) => [d.code, d.range.start]),
+      [['TL005', { line: 11, character: 17 }]]);
+  });
+  check('the workspace\'s facts are cached in .torchleak_cache', () => {
+    assert.ok(fs.existsSync(path.join(workspace, '.torchleak_cache', '.gitignore')));
+    assert.ok(fs.readdirSync(path.join(workspace, '.torchleak_cache', 'facts')).length > 0);
+  });
+
   if (cppFixture) {
     // A LibTorch file: on disk without the leak, in the editor with it.
     const text = fs.readFileSync(cppFixture, 'utf8');
