@@ -250,6 +250,13 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
                  "Analyze the named files in the context of this project (default: the directory of the nearest "
                  "configuration file, else the repository's root)")
       ->excludes(isolated);
+  cmd.add_option("--facts", a.facts_files,
+                 "The facts of the project's other files, written by `torchleak facts` for another shard "
+                 "(repeatable); they stand for the project")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->excludes(isolated);
   cmd.add_flag("--no-cache", a.no_cache, "Read and write no cache of the project's facts");
   cmd.add_option("--cache-dir", a.cache_dir,
                  "Keep the cache here (default: $TORCHLEAK_CACHE_DIR, else .torchleak_cache at the project's root)");
@@ -293,6 +300,7 @@ int run_check(const CheckArgs& a) {
   options.project_context = !a.isolated;
   options.project_root = a.project_root;
   options.use_cache = !a.no_cache;
+  options.facts_files = a.facts_files;
   options.cache_dir = a.cache_dir;
   options.report_unused_suppressions = a.report_unused_suppressions;
   options.cancel = &g_cancel;
@@ -407,6 +415,70 @@ int run_clean(const CleanArgs& a) {
   size_t removed = 0;
   for (const std::string& root : roots) removed += clean_facts_cache(root);
   fmt::print("torchleak: removed {} cache {}\n", removed, removed == 1 ? "entry" : "entries");
+  return 0;
+}
+
+void add_facts_options(CLI::App& cmd, FactsArgs& a) {
+  cmd.add_option("PATHS", a.paths, "The shard's files or directories (default: .)");
+  cmd.add_option("-o,--output", a.output, "Write the facts to this file")->required();
+  cmd.add_option("--exclude", a.exclude, "Skip files and directories matching these globs, comma-separated")
+      ->delimiter(',');
+  cmd.add_flag("--no-gitignore", a.no_gitignore, "Also read files that .gitignore excludes");
+  cmd.add_option("-j,--jobs", a.jobs, "Threads to analyze with (default: one per core)");
+}
+
+int run_facts(const FactsArgs& a) {
+  RunOptions options;
+  if (!a.paths.empty()) options.paths = a.paths;
+  options.config.exclude = a.exclude;
+  options.respect_gitignore = !a.no_gitignore;
+  options.jobs = a.jobs;
+  options.project_context = false;  // the shard's own facts
+  options.use_cache = false;
+  options.keep_facts = true;
+  options.cancel = &g_cancel;
+  RunResult result = run(options);
+  if (!result.fatal.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", result.fatal);
+    return 2;
+  }
+  for (const auto& e : result.errors) fmt::print(stderr, "{}: error: {}\n", e.path, e.message);
+  std::set<std::string> files;
+  for (const auto& f : result.facts) files.insert(f.file);
+  try {
+    write_facts_file(a.output, std::vector<std::string>(files.begin(), files.end()), result.facts);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "torchleak: error: {}\n", e.what());
+    return 2;
+  }
+  fmt::print(stderr, "torchleak: wrote {} facts of {} files to {}\n", result.facts.size(), result.files_analyzed,
+             a.output);
+  return result.errors.empty() ? 0 : 2;
+}
+
+void add_merge_sarif_options(CLI::App& cmd, MergeSarifArgs& a) {
+  cmd.add_option("INPUTS", a.inputs, "The shards' SARIF reports (torchleak check --format sarif)")->required();
+  cmd.add_option("-o,--output", a.output, "Write the merged report to this file instead of standard output");
+  cmd.add_option("--category", a.category,
+                 "The run's category for code scanning (runs[0].automationDetails.id), e.g. torchleak");
+}
+
+int run_merge_sarif(const MergeSarifArgs& a) {
+  std::string merged;
+  try {
+    merged = report::merge_sarif_runs(a.inputs, a.category);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "torchleak: error: {}\n", e.what());
+    return 2;
+  }
+  if (a.output.empty()) {
+    fmt::print("{}", merged);
+    return 0;
+  }
+  if (std::string why = write_atomically(a.output, merged); !why.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", why);
+    return 2;
+  }
   return 0;
 }
 

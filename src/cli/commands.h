@@ -28,6 +28,7 @@ struct CheckArgs {
   std::vector<std::string> extra_args, extra_args_before;
   bool isolated = false;                    // read no configuration file, no project context
   std::string project_root;                 // --project-root
+  std::vector<std::string> facts_files;     // --facts: other shards' facts
   bool no_cache = false;                    // --no-cache
   std::string cache_dir;                    // --cache-dir
   bool report_unused_suppressions = false;  // TL100
@@ -49,7 +50,25 @@ struct CleanArgs {
   std::string cache_dir;
 };
 
+struct FactsArgs {
+  std::vector<std::string> paths;
+  std::vector<std::string> exclude;
+  std::string output;
+  bool no_gitignore = false;
+  unsigned jobs = 0;
+};
+
+struct MergeSarifArgs {
+  std::vector<std::string> inputs;
+  std::string output;
+  std::string category;
+};
+
 void add_check_options(CLI::App& cmd, CheckArgs& args);
+void add_facts_options(CLI::App& cmd, FactsArgs& args);
+int run_facts(const FactsArgs& args);
+void add_merge_sarif_options(CLI::App& cmd, MergeSarifArgs& args);
+int run_merge_sarif(const MergeSarifArgs& args);
 void add_clean_options(CLI::App& cmd, CleanArgs& args);
 int run_clean(const CleanArgs& args);
 void add_rule_options(CLI::App& cmd, RuleArgs& args);

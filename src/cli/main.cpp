@@ -1,4 +1,4 @@
-// torchleak's command line: check, rule, lsp, clean, and --version.
+// torchleak's command line: check, rule, lsp, facts, merge-sarif, clean, and --version.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -24,6 +24,15 @@ int main(int argc, char** argv) {
 
   CLI::App* lsp_cmd = app.add_subcommand("lsp", "Run the language server on standard input and output");
 
+  FactsArgs facts;
+  CLI::App* facts_cmd =
+      app.add_subcommand("facts", "Write the cross-file facts of a shard's files, for `check --facts` (docs/scaling.md)");
+  add_facts_options(*facts_cmd, facts);
+
+  MergeSarifArgs merge;
+  CLI::App* merge_cmd = app.add_subcommand("merge-sarif", "Merge the SARIF reports of a run's shards into one run");
+  add_merge_sarif_options(*merge_cmd, merge);
+
   CleanArgs clean;
   CLI::App* clean_cmd = app.add_subcommand("clean", "Remove the cache of a project (.torchleak_cache)");
   add_clean_options(*clean_cmd, clean);
@@ -38,5 +47,7 @@ int main(int argc, char** argv) {
   if (*rule_cmd) return run_rule(rule);
   if (*lsp_cmd) return lsp::Server().serve(0, 1);
   if (*clean_cmd) return run_clean(clean);
+  if (*facts_cmd) return run_facts(facts);
+  if (*merge_cmd) return run_merge_sarif(merge);
   return 2;
 }

@@ -5,12 +5,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -230,10 +233,15 @@ void filter_file(Slot& s, std::vector<Diagnostic>& found, bool report_unused, Ru
 }
 
 // Second phase: facts into the index, deferred findings resolved, filters.
-RunResult finish(std::vector<Slot>& slots, bool report_unused) {
+RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact> given = {},
+                 bool keep_facts = false) {
   RunResult out;
   ProjectIndex index;
+  if (keep_facts)
+    for (const auto& s : slots)
+      if (!s.context) out.facts.insert(out.facts.end(), s.result.facts.begin(), s.result.facts.end());
   for (auto& s : slots) index.add_all(std::move(s.result.facts));
+  index.add_all(std::move(given));
   index.finalize();
   for (auto& s : slots) {
     if (s.context) {
@@ -410,7 +418,22 @@ RunResult run(const RunOptions& options) {
   size_t targets = found.files.size();
   std::vector<std::string> files = found.files;
   std::string root;
-  if (options.project_context && !files.empty()) {
+  // Other shards' facts stand for the rest of the project (not the named files' own).
+  std::vector<Fact> given;
+  if (!options.facts_files.empty()) {
+    std::unordered_set<std::string> named;
+    for (const std::string& f : found.files) named.insert(normal_absolute(f));
+    try {
+      for (const std::string& ff : options.facts_files)
+        for (Fact& f : read_facts_file(ff))
+          if (!named.count(normal_absolute(f.file))) given.push_back(std::move(f));
+    } catch (const std::exception& e) {
+      RunResult out;
+      out.fatal = e.what();
+      return out;
+    }
+  }
+  if (options.project_context && options.facts_files.empty() && !files.empty()) {
     for (const std::string& f : context_files(found.files, options.project_root, dopt, root)) files.push_back(f);
   }
   std::string cache_dir = options.use_cache ? cache_root(options.cache_dir, root) : std::string();
@@ -465,7 +488,7 @@ RunResult run(const RunOptions& options) {
       cache.store(path, file.text, *slots[i].config, slots[i].result.facts, reads.files());
   }, options.cancel);
   cache.trim();
-  RunResult out = finish(slots, options.report_unused_suppressions);
+  RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts);
   out.cache_dir = cache_dir;
   for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
   std::sort(out.errors.begin(), out.errors.end(),
@@ -546,6 +569,54 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
   RunResult out = finish(slots, false);
   out.cache_dir = cache_root;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+void write_facts_file(const std::string& path, const std::vector<std::string>& files, const std::vector<Fact>& facts) {
+  nlohmann::json j;
+  j["torchleak-facts"] = 1;
+  j["files"] = files;
+  j["facts"] = nlohmann::json::array();
+  for (const auto& f : facts) j["facts"].push_back({f.kind, f.key, f.file, f.line, f.values});
+  std::error_code ec;
+  fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path(), ec);
+  fs::path tmp = target;
+  tmp += fmt::format(".tmp-{}", ::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << j.dump() << "\n";
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot write", path));
+  }
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw std::runtime_error(fmt::format("{}: cannot write: {}", path, ec.message()));
+  }
+}
+
+std::vector<Fact> read_facts_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("{}: cannot read the facts file", path));
+  std::vector<Fact> out;
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (!j.is_object() || j.value("torchleak-facts", 0) != 1)
+      throw std::runtime_error("not a facts file written by `torchleak facts`");
+    for (const auto& f : j.at("facts")) {
+      Fact fact;
+      fact.kind = f.at(0).get<std::string>();
+      fact.key = f.at(1).get<std::string>();
+      fact.file = f.at(2).get<std::string>();
+      fact.line = f.at(3).get<uint32_t>();
+      fact.values = f.at(4).get<std::vector<std::string>>();
+      out.push_back(std::move(fact));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(fmt::format("{}: not a valid facts file: {}", path, e.what()));
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(fmt::format("{}: {}", path, e.what()));
+  }
   return out;
 }
 

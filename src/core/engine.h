@@ -14,6 +14,7 @@
 #include "core/analysis.h"
 #include "core/config.h"
 #include "core/diagnostic.h"
+#include "core/project_index.h"
 
 namespace torchleak {
 
@@ -44,6 +45,12 @@ struct RunOptions {
   // entries under its `facts` directory. `use_cache` false: none.
   bool use_cache = true;
   std::string cache_dir;
+  // Facts files (`torchleak facts`): the facts of the project's other files,
+  // computed by other shards of a run. Given, they stand for the project:
+  // no other file is read for context.
+  std::vector<std::string> facts_files;
+  // Keep the named files' facts in RunResult::facts (`torchleak facts`).
+  bool keep_facts = false;
   // Report suppressions that silence nothing (TL100).
   bool report_unused_suppressions = false;
   unsigned jobs = 0;  // 0: one per core
@@ -65,6 +72,7 @@ struct RunResult {
   size_t context_files = 0;  // other files of the project read for their facts
   size_t cached_files = 0;   // ... of which the facts came from the cache
   std::string cache_dir;     // the facts cache used, "" for none
+  std::vector<Fact> facts;   // the named files' facts, with RunOptions::keep_facts
   size_t lines_analyzed = 0;
   double seconds = 0;
   bool cancelled = false;
@@ -73,6 +81,12 @@ struct RunResult {
 };
 
 RunResult run(const RunOptions& options);
+
+// A facts file: the facts of a shard's files, as `torchleak facts` writes it
+// (JSON: {"torchleak-facts": 1, "files": [...], "facts": [[kind, key, file,
+// line, [values...]], ...]}). Throws std::runtime_error naming the file.
+void write_facts_file(const std::string& path, const std::vector<std::string>& files, const std::vector<Fact>& facts);
+std::vector<Fact> read_facts_file(const std::string& path);
 
 // Where a run keeps its caches: `given`, else $TORCHLEAK_CACHE_DIR, else
 // .torchleak_cache under `project_root`; "" when none applies.

@@ -24,6 +24,12 @@ std::string render(Format format, const RunResult& result, const Options& option
 std::string render_text(const RunResult& result, const Options& options);
 std::string render_json(const RunResult& result, const Options& options);
 std::string render_sarif(const RunResult& result, const Options& options);
+// One SARIF log of one run from the reports of a run's shards (each one run
+// of torchleak, as render_sarif writes it): results and notifications put
+// together, the run successful when every shard's was; with `category`, the
+// run's automationDetails.id ("category/"). Throws std::runtime_error naming
+// the file that is not such a report.
+std::string merge_sarif_runs(const std::vector<std::string>& paths, const std::string& category);
 std::string render_github(const RunResult& result, const Options& options);
 std::string render_gitlab(const RunResult& result, const Options& options);
 

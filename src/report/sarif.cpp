@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -185,6 +186,53 @@ std::string render_sarif(const RunResult& result, const Options& options) {
       {"runs", Json::array({run})},
   };
   return log.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
+std::string merge_sarif_runs(const std::vector<std::string>& paths, const std::string& category) {
+  Json merged;
+  Json results = Json::array();
+  Json notifications = Json::array();
+  bool successful = true;
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error(fmt::format("{}: cannot read", path));
+    Json log;
+    try {
+      log = Json::parse(in);
+    } catch (const Json::exception& e) {
+      throw std::runtime_error(fmt::format("{}: not JSON: {}", path, e.what()));
+    }
+    auto fail = [&](std::string_view why) {
+      return std::runtime_error(fmt::format("{}: not a SARIF report of one torchleak run: {}", path, why));
+    };
+    if (!log.is_object() || log.value("version", "") != "2.1.0") throw fail("version is not 2.1.0");
+    if (!log.contains("runs") || !log["runs"].is_array() || log["runs"].size() != 1) throw fail("not exactly one run");
+    Json& run = log["runs"][0];
+    if (!run.contains("tool") || run["tool"]["driver"].value("name", "") != "torchleak") throw fail("not torchleak's");
+    if (merged.is_null()) {
+      merged = log;
+    } else if (run["tool"]["driver"].value("version", "") !=
+               merged["runs"][0]["tool"]["driver"].value("version", "")) {
+      throw fail("written by another version of torchleak than the first report");
+    }
+    if (run.contains("results"))
+      for (auto& r : run["results"]) results.push_back(std::move(r));
+    if (run.contains("invocations"))
+      for (auto& inv : run["invocations"]) {
+        successful = successful && inv.value("executionSuccessful", true);
+        if (inv.contains("toolExecutionNotifications"))
+          for (auto& n : inv["toolExecutionNotifications"]) notifications.push_back(std::move(n));
+      }
+  }
+  if (merged.is_null()) throw std::runtime_error("no report to merge");
+  if (results.size() > kMaxResults) results.erase(results.begin() + kMaxResults, results.end());
+  Json& run = merged["runs"][0];
+  Json invocation = {{"executionSuccessful", successful}};
+  if (!notifications.empty()) invocation["toolExecutionNotifications"] = std::move(notifications);
+  run["invocations"] = Json::array({invocation});
+  run["results"] = std::move(results);
+  if (!category.empty()) run["automationDetails"] = {{"id", category + "/"}};
+  return merged.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace torchleak::report
