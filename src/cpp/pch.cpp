@@ -1,5 +1,7 @@
 #include "cpp/pch.h"
 
+#include "core/config_file.h"
+
 #include <clang/Basic/SourceManager.h>
 #include <clang/Basic/Version.h>
 #include <clang/Frontend/CompilerInstance.h>
@@ -12,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -129,7 +132,51 @@ bool includes_libtorch(const std::string& text) {
   return std::regex_search(text, include);
 }
 
-PchCache::PchCache(std::string directory) : directory_(std::move(directory)) {}
+PchCache::PchCache(std::string directory, uint64_t max_bytes)
+    : directory_(std::move(directory)), max_bytes_(max_bytes) {}
+
+uint64_t PchCache::default_max_bytes() {
+  if (const char* s = std::getenv("TORCHLEAK_PCH_CACHE_SIZE"); s && *s)
+    if (auto n = parse_size(s)) return *n;
+  return uint64_t{2} << 30;
+}
+
+size_t PchCache::trim(const std::string& keep) const {
+  struct Found {
+    fs::path path;
+    uint64_t size;
+    fs::file_time_type used;
+  };
+  std::vector<Found> found;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() != ".pch" || !it->is_regular_file(ec)) continue;
+    uint64_t size = it->file_size(ec);
+    auto used = it->last_write_time(ec);
+    if (ec) {
+      ec.clear();
+      continue;
+    }
+    total += size;
+    found.push_back({it->path(), size, used});
+  }
+  if (total <= max_bytes_) return 0;
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.used < b.used; });
+  size_t removed = 0;
+  for (const Found& f : found) {
+    if (total <= max_bytes_) break;
+    std::string key = f.path.stem().string();
+    if (key == keep) continue;
+    FileLock lock(fs::path(directory_) / (key + ".lock"));  // not while another run builds it
+    fs::remove(fs::path(directory_) / (key + ".inputs"), ec);
+    if (fs::remove(f.path, ec)) {
+      total -= f.size;
+      ++removed;
+    }
+  }
+  return removed;
+}
 
 std::string PchCache::default_directory() {
   if (const char* d = std::getenv("TORCHLEAK_CACHE_DIR"); d && *d) return d;
@@ -208,7 +255,10 @@ PchCache::Result PchCache::build_or_reuse(const std::vector<std::string>& pch_ar
   fs::path pch = dir / (key + ".pch"), manifest = dir / (key + ".inputs");
   FileLock lock(dir / (key + ".lock"));
   std::error_code ec;
-  if (fs::is_regular_file(pch, ec) && manifest_current(manifest)) return {pch.string(), false, {}};
+  if (fs::is_regular_file(pch, ec) && manifest_current(manifest)) {
+    fs::last_write_time(pch, fs::file_time_type::clock::now(), ec);  // used: kept longest
+    return {pch.string(), false, {}};
+  }
 
   fs::path tmp = pch;
   tmp += fmt::format(".tmp.{}", ::getpid());
@@ -234,6 +284,7 @@ PchCache::Result PchCache::build_or_reuse(const std::vector<std::string>& pch_ar
     return {{}, false, fmt::format("cannot write to the cache directory {}", directory_)};
   }
   ++builds_;
+  trim(key);
   return {pch.string(), true, {}};
 }
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,9 @@ namespace torchleak::cpp {
 
 class PchCache {
  public:
-  explicit PchCache(std::string directory);
+  // `max_bytes`: the bound on the directory's precompiled headers; past it,
+  // those used least recently are removed after a build.
+  explicit PchCache(std::string directory, uint64_t max_bytes = default_max_bytes());
 
   struct Result {
     std::string path;   // the precompiled header; empty when it could not be built
@@ -36,6 +39,12 @@ class PchCache {
 
   // $TORCHLEAK_CACHE_DIR, else $XDG_CACHE_HOME/torchleak, else ~/.cache/torchleak.
   static std::string default_directory();
+  // $TORCHLEAK_PCH_CACHE_SIZE ("4GiB", a number of bytes), else 2 GiB.
+  static uint64_t default_max_bytes();
+  // Removes the precompiled headers used least recently (and their
+  // manifests) until those left take at most `max_bytes`; never `keep`.
+  // The number removed.
+  size_t trim(const std::string& keep = {}) const;
   // The header a precompiled header is made of.
   static constexpr const char* kUmbrella = "torch/torch.h";
 
@@ -49,6 +58,7 @@ class PchCache {
                         const std::string& key);
 
   std::string directory_;
+  uint64_t max_bytes_;
   std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Entry>> entries_;
   std::atomic<size_t> builds_{0};

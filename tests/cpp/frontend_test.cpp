@@ -228,6 +228,33 @@ TEST(PchCache, BuiltOnceReusedAndRebuiltWhenAFlagOrAHeaderChanges) {
   EXPECT_EQ(rebuilt.path, built.path);
 }
 
+TEST(PchCache, BoundedTheLeastRecentlyUsedGoFirst) {
+  TempDir dir;
+  fs::path prefix = fake_libtorch(dir, "libtorch", "#pragma once\nnamespace at { struct Tensor { int v = 0; }; }\n");
+  fs::path src = dir.write("train.cpp", "#include <torch/torch.h>\nint main() { at::Tensor t; return t.v; }\n");
+  CompileCommand c = fallback_command(src.string(), env_of({{"TORCH_INSTALL_PREFIX", prefix.string()}}));
+  auto flags = [&](const std::string& define) {
+    return syntax_only_arguments(c.argv, src.string(), {}, {"-D" + define + "=1"});
+  };
+  std::string cache = (dir.path() / "cache").string();
+  PchCache::Result a = PchCache(cache).get(flags("A"), src.string(), c.directory);
+  ASSERT_TRUE(a.error.empty()) << a.error;
+  uint64_t one = fs::file_size(a.path);
+  // Room for two and a half: the third build evicts the one used least recently.
+  PchCache bounded(cache, one * 5 / 2);
+  PchCache::Result b = bounded.get(flags("B"), src.string(), c.directory);
+  ASSERT_TRUE(b.built);
+  fs::last_write_time(a.path, fs::last_write_time(b.path) + std::chrono::seconds(2));  // A used after B
+  PchCache::Result d = PchCache(cache, one * 5 / 2).get(flags("D"), src.string(), c.directory);
+  ASSERT_TRUE(d.built);
+  EXPECT_TRUE(fs::exists(a.path));
+  EXPECT_FALSE(fs::exists(b.path));
+  EXPECT_TRUE(fs::exists(d.path));
+  EXPECT_EQ(PchCache(cache, one / 2).trim(d.path.substr(d.path.rfind('/') + 1, 16)), 1u);  // all but the kept one
+  EXPECT_TRUE(fs::exists(d.path));
+  EXPECT_FALSE(fs::exists(a.path));
+}
+
 TEST(PchCache, AppliesToFilesIncludingLibTorch) {
   EXPECT_TRUE(includes_libtorch("#include <vector>\n#include <torch/torch.h>\n"));
   EXPECT_TRUE(includes_libtorch("  #  include \"ATen/ATen.h\"\n"));
