@@ -10,10 +10,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 presets=${TORCHLEAK_TEST_PRESETS:-dev asan fuzz packaging}
-# pre-commit: the hook test; neovim: the editor test; python3-torch: the runtime oracle;
+# pre-commit: the hook test; neovim: the editor test; bazel-bootstrap: the Bazel aspect test;
+# python3-torch: the runtime oracle;
 # python3: the accuracy scorer (tools/accuracy/score.py); python3-hatchling, python3-build,
 # python3-venv, pipx: the packaging test.
-TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim python3 python3-torch python3-numpy python3-hatchling python3-build \
+TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim bazel-bootstrap python3 python3-torch python3-numpy python3-hatchling python3-build \
 python3-venv pipx ${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
 
 for preset in $presets; do
