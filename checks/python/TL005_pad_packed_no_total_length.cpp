@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "checks/python/check.h"
 
@@ -279,9 +280,22 @@ class PadPackedNoTotalLength final : public Check {
     // Encoder(...)`, a list of layers handed to nn.Sequential) and instances
     // handed to its constructor (`Seq2seq(encoder, decoder)`). A wrap of the
     // holder runs the held module's forward on each replica.
+    // A factory of this file (`self.encoder = build_encoder(cfg)`) is followed
+    // only where its result is stored on self: reading a function's returns
+    // for every call of a helper would cost more than it finds.
+    std::unordered_set<const void*> stored_on_self;
+    for (const Binding& b : m.bindings()) {
+      if (b.kind != BindingKind::Assign || b.element >= 0 || b.function < 0 || !starts_with(b.name, "self.")) continue;
+      TSNode v = unparenthesize(b.value);
+      if (kind_of(v) == Kind::Call) stored_on_self.insert(v.id);
+    }
     for (const Call& call : m.calls()) {
       bool construction = constructs(m, call);
       if (!construction && (call.function < 0 || !may_build_instance(m, call))) continue;
+      if (!construction && !stored_on_self.count(call.node.id) &&
+          std::find(kAlternateConstructors.begin(), kAlternateConstructors.end(), last_component(call.callee)) ==
+              kAlternateConstructors.end())
+        continue;
       InstanceClass built = class_of_instance(m, call.node, call.function, 0);
       if (built.name.empty()) continue;
       int method = call.function;
@@ -296,7 +310,7 @@ class PadPackedNoTotalLength final : public Check {
         TSNode arg = ts_node_named_child(call.args, i);
         if (kind_of(arg) == Kind::KeywordArgument) arg = field(arg, "value");
         Kind k = kind_of(unparenthesize(arg));
-        if (k != Kind::Identifier && k != Kind::Call && k != Kind::Attribute) continue;
+        if (k != Kind::Identifier && k != Kind::Call) continue;
         InstanceClass held = class_of_instance(m, arg, call.function, 0);
         if (!held.name.empty() && held.name != built.name)
           ctx.fact("submodule", held.name, arg, {built.name, held.origin, built.origin});
