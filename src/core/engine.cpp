@@ -197,6 +197,27 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
   }
 }
 
+// analyze_one with the facts cache: a context file's facts come from its
+// entry when current; a Python file's facts go into the cache (a named
+// file's only when its entry is not current), for the runs where it is context.
+void analyze_with_cache(const SourceFile& file, const FactsCache& cache, Slot& slot) {
+  if (slot.context) {
+    if (auto facts = cache.load(file.path, file.text, *slot.config)) {
+      slot.result.path = file.path;
+      slot.result.facts = std::move(*facts);
+      slot.cached = true;
+      return;
+    }
+  }
+  FileReads reads;
+  analyze_one(file, *slot.config, slot);
+  const LanguageFrontend* frontend = frontend_for(file.path);
+  bool python = frontend && frontend->language() == "python";
+  if (python && !slot.result.error && !cache.dir().empty() &&
+      (slot.context || !cache.load(file.path, file.text, *slot.config)))
+    cache.store(file.path, file.text, *slot.config, slot.result.facts, reads.files());
+}
+
 unsigned effective_jobs(unsigned jobs) {
   if (jobs) return jobs;
   unsigned hw = std::thread::hardware_concurrency();
@@ -471,21 +492,7 @@ RunResult run(const RunOptions& options) {
           return;
       }
     }
-    bool python = frontend_for(path) && frontend_for(path)->language() == "python";
-    if (slots[i].context) {
-      if (auto facts = cache.load(path, file.text, *slots[i].config)) {
-        slots[i].result.path = path;
-        slots[i].result.facts = std::move(*facts);
-        slots[i].cached = true;
-        return;
-      }
-    }
-    FileReads reads;
-    analyze_one(file, *slots[i].config, slots[i]);
-    // A named file's facts, for the runs where it is context (kept when the entry is current).
-    if (python && !slots[i].result.error && !cache.dir().empty() &&
-        (slots[i].context || !cache.load(path, file.text, *slots[i].config)))
-      cache.store(path, file.text, *slots[i].config, slots[i].result.facts, reads.files());
+    analyze_with_cache(file, cache, slots[i]);
   }, options.cancel);
   cache.trim();
   RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts);
@@ -553,17 +560,7 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
       slots[i].result.error = why;
       return;
     }
-    if (auto facts = cache.load(path, file.text, *slots[i].config)) {
-      slots[i].result.path = path;
-      slots[i].result.facts = std::move(*facts);
-      slots[i].cached = true;
-      return;
-    }
-    FileReads reads;
-    analyze_one(file, *slots[i].config, slots[i]);
-    bool python = frontend_for(path) && frontend_for(path)->language() == "python";
-    if (python && !slots[i].result.error)
-      cache.store(path, file.text, *slots[i].config, slots[i].result.facts, reads.files());
+    analyze_with_cache(file, cache, slots[i]);
   }, nullptr);
   cache.trim();
   RunResult out = finish(slots, false);

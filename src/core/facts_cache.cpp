@@ -194,31 +194,52 @@ void FactsCache::store(const std::string& path, std::string_view text, const Con
 
 void FactsCache::trim() const {
   if (dir_.empty() || !max_bytes_) return;
+  // Down to three quarters of the bound: not every run trims.
+  trim_least_recently_used(dir_, kEntrySuffix, true, max_bytes_, max_bytes_ - max_bytes_ / 4,
+                           [](const std::string& path) {
+                             std::error_code ec;
+                             return fs::remove(path, ec);
+                           });
+}
+
+size_t trim_least_recently_used(const std::string& dir, std::string_view extension, bool recursive,
+                                uint64_t max_bytes, uint64_t target,
+                                const std::function<bool(const std::string& path)>& remove) {
   struct Entry {
-    fs::path path;
+    std::string path;
     uint64_t size;
     fs::file_time_type used;
   };
   std::vector<Entry> entries;
   uint64_t total = 0;
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec) || it->path().extension() != kEntrySuffix) continue;
-    uint64_t size = it->file_size(ec);
-    auto used = it->last_write_time(ec);
+  auto consider = [&](const fs::directory_entry& e) {
+    if (e.path().extension() != extension || !e.is_regular_file(ec)) return;
+    uint64_t size = e.file_size(ec);
+    auto used = e.last_write_time(ec);
     if (ec) {
       ec.clear();
-      continue;
+      return;
     }
     total += size;
-    entries.push_back({it->path(), size, used});
+    entries.push_back({e.path().string(), size, used});
+  };
+  if (recursive) {
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
+  } else {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
   }
-  if (total <= max_bytes_) return;
+  if (total <= max_bytes) return 0;
   std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  size_t removed = 0;
   for (const Entry& e : entries) {
-    if (total <= max_bytes_ - max_bytes_ / 4) break;  // down to three quarters: not every run trims
-    if (fs::remove(e.path, ec)) total -= e.size;
+    if (total <= target) break;
+    if (remove(e.path)) {
+      total -= e.size;
+      ++removed;
+    }
   }
+  return removed;
 }
 
 size_t clean_facts_cache(const std::string& root) {

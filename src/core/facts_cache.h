@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -82,6 +83,15 @@ class FileReads {
   std::vector<std::string> files_;
   FileReads* previous_;
 };
+
+// Removes files named `*<extension>` under `dir` (below it too when
+// `recursive`), those used least recently (modified: a use touches them)
+// first, until those left take at most `target` bytes; only when they take
+// more than `max_bytes` now. `remove` removes one (false: it could not) and
+// may refuse some. The number removed.
+size_t trim_least_recently_used(const std::string& dir, std::string_view extension, bool recursive,
+                                uint64_t max_bytes, uint64_t target,
+                                const std::function<bool(const std::string& path)>& remove);
 
 // Removes the entries of the cache at `root` (`torchleak clean`); the number removed.
 size_t clean_facts_cache(const std::string& root);

@@ -1,6 +1,7 @@
 #include "cpp/pch.h"
 
 #include "core/config_file.h"
+#include "core/facts_cache.h"
 
 #include <clang/Basic/SourceManager.h>
 #include <clang/Basic/Version.h>
@@ -142,40 +143,14 @@ uint64_t PchCache::default_max_bytes() {
 }
 
 size_t PchCache::trim(const std::string& keep) const {
-  struct Found {
-    fs::path path;
-    uint64_t size;
-    fs::file_time_type used;
-  };
-  std::vector<Found> found;
-  uint64_t total = 0;
-  std::error_code ec;
-  for (fs::directory_iterator it(directory_, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() != ".pch" || !it->is_regular_file(ec)) continue;
-    uint64_t size = it->file_size(ec);
-    auto used = it->last_write_time(ec);
-    if (ec) {
-      ec.clear();
-      continue;
-    }
-    total += size;
-    found.push_back({it->path(), size, used});
-  }
-  if (total <= max_bytes_) return 0;
-  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.used < b.used; });
-  size_t removed = 0;
-  for (const Found& f : found) {
-    if (total <= max_bytes_) break;
-    std::string key = f.path.stem().string();
-    if (key == keep) continue;
+  return trim_least_recently_used(directory_, ".pch", false, max_bytes_, max_bytes_, [&](const std::string& path) {
+    std::string key = fs::path(path).stem().string();
+    if (key == keep) return false;
     FileLock lock(fs::path(directory_) / (key + ".lock"));  // not while another run builds it
+    std::error_code ec;
     fs::remove(fs::path(directory_) / (key + ".inputs"), ec);
-    if (fs::remove(f.path, ec)) {
-      total -= f.size;
-      ++removed;
-    }
-  }
-  return removed;
+    return fs::remove(path, ec);
+  });
 }
 
 std::string PchCache::default_directory() {

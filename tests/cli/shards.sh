@@ -4,47 +4,13 @@
 # shards' reports, with one category.
 source "$(dirname "$0")/common.bash"
 
-mkdir proj
+# A training loop whose zero_grad is in a helper file, and a tagger wrapped in DataParallel by
+# another script (the fixtures of TL010 and TL005).
+mkdir -p proj/tagger
+cp "$SOURCE_DIR"/fixtures/python/TL010/neg_cross_file_helper/*.py proj/
+cp "$SOURCE_DIR"/fixtures/python/TL005/cross_file_wrap/*.py proj/tagger/
 cd proj || exit 2
-cat >engine.py <<'PY'
-def begin_step(model, optimizer):
-    model.train()
-    optimizer.zero_grad()
-PY
-cat >train.py <<'PY'
-from engine import begin_step
-
-
-def fit(model, optimizer, criterion, loader, epochs):
-    for epoch in range(epochs):
-        for x, y in loader:
-            begin_step(model, optimizer)
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-PY
-cat >model.py <<'PY'
-import torch.nn as nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-
-class Tagger(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.LSTM(8, 8, batch_first=True)
-
-    def forward(self, x, lengths):
-        out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
-        out, _ = pad_packed_sequence(out, batch_first=True)
-        return out
-PY
-cat >wrap.py <<'PY'
-import torch.nn as nn
-from model import Tagger
-
-model = nn.DataParallel(Tagger())
-PY
-files=(engine.py model.py train.py wrap.py)
+files=(engine.py train.py tagger/model.py tagger/train.py)
 
 rules() { sed -nE 's/^([^ :]+):([0-9]+):[0-9]+: [a-z]+: .* \[(TL[0-9]+) [^]]*\]$/\3 \1:\2/p' <<<"$OUT"; }
 
@@ -53,7 +19,7 @@ tl check --isolated "${files[@]}"
 expect_rc 1
 whole="$(rules)"
 compare "findings" "$whole" <<'TXT'
-TL005 model.py:12
+TL005 tagger/model.py:18
 TXT
 
 case_ "every split into two shards gives the whole project's findings"
@@ -80,10 +46,10 @@ for mask in $(seq 1 14); do
 done
 
 case_ "merge-sarif: one run, one category"
-tl facts engine.py model.py -o a.facts
-tl facts train.py wrap.py -o b.facts
-tl check --facts b.facts --format sarif -o a.sarif --exit-zero engine.py model.py
-tl check --facts a.facts --format sarif -o b.sarif --exit-zero train.py wrap.py
+tl facts engine.py tagger/model.py -o a.facts
+tl facts train.py tagger/train.py -o b.facts
+tl check --facts b.facts --format sarif -o a.sarif --exit-zero engine.py tagger/model.py
+tl check --facts a.facts --format sarif -o b.sarif --exit-zero train.py tagger/train.py
 tl merge-sarif --category torchleak -o merged.sarif a.sarif b.sarif
 expect_rc 0
 compare "merged run" "$(python3 - <<'PY'
@@ -96,7 +62,7 @@ for r in run["results"]:
 PY
 )" <<'TXT'
 1 torchleak/ True
-TL005 model.py
+TL005 tagger/model.py
 TXT
 
 case_ "a file that is not a facts file is an error naming it"

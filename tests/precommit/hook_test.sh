@@ -7,7 +7,7 @@
 # file list into several calls.
 set -euo pipefail
 binary="$(realpath "$1")"
-source_dir="$2"
+source_dir="$(realpath "$2")"
 if ! command -v pre-commit >/dev/null; then
   echo "pre-commit is not installed (scripts/test.sh installs it)"
   exit 77
@@ -87,25 +87,10 @@ expect "the hook ran and passed" grep -q "torchleak.*Passed" <<<"$out"
 # Only the staged file is passed, and it is analyzed in the context of the project: the helper's
 # zero_grad (committed before) counts, so the training script is not reported (TL010).
 mkdir -p helper_project
-cat > helper_project/engine.py <<'PY'
-def begin_step(model, optimizer):
-    model.train()
-    optimizer.zero_grad()
-PY
-cat > helper_project/fit.py <<'PY'
-from engine import begin_step
-
-
-def fit(model, optimizer, criterion, loader):
-    for x, y in loader:
-        begin_step(model, optimizer)
-        loss = criterion(model(x), y)
-        loss.backward()
-        optimizer.step()
-PY
+cp "$source_dir"/fixtures/python/TL010/neg_cross_file_helper/*.py helper_project/
 git add helper_project/engine.py
 git commit -qm "helper" >/dev/null 2>&1
-git add helper_project/fit.py
+git add helper_project/train.py
 status=0
 out="$(git commit -m "training script only" 2>&1)" || status=$?
 expect "a commit of the training script alone passes (its helper clears the gradients)" test "$status" -eq 0
@@ -113,34 +98,14 @@ expect "a commit of the training script alone passes (its helper clears the grad
 # The wrap in DataParallel is in a committed script; a commit that touches only the model's file
 # is refused for TL005.
 mkdir -p tagger
-cat > tagger/wrap.py <<'PY'
-import torch.nn as nn
-from model import Tagger
-
-model = nn.DataParallel(Tagger())
-PY
-git add tagger/wrap.py
+cp "$source_dir"/fixtures/python/TL005/cross_file_wrap/*.py tagger/
+git add tagger/train.py
 git commit -qm "wrap" >/dev/null 2>&1
-cat > tagger/model.py <<'PY'
-import torch.nn as nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-
-class Tagger(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.LSTM(8, 8, batch_first=True)
-
-    def forward(self, x, lengths):
-        out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
-        out, _ = pad_packed_sequence(out, batch_first=True)
-        return out
-PY
 git add tagger/model.py
 status=0
 out="$(git commit -m "model only" 2>&1)" || status=$?
 expect "a commit of the model's file alone is refused (wrapped in DataParallel elsewhere)" test "$status" -ne 0
-expect "the refusal names TL005 in the model's file" grep -q "tagger/model.py:12:.*\[TL005 pad-packed-no-total-length\]" <<<"$out"
+expect "the refusal names TL005 in the model's file" grep -q "tagger/model.py:18:.*\[TL005 pad-packed-no-total-length\]" <<<"$out"
 git commit -qm "model" --no-verify >/dev/null
 
 # pre-commit splits a long file list into several calls (about 128 KiB of arguments each): with
@@ -151,7 +116,7 @@ for i in $(seq 1 2600); do
   printf 'x = %d\n' "$i" > "many/a_module_with_a_rather_long_name_to_fill_the_argument_list_$i.py"
 done
 git mv tagger/model.py aa_model.py  # first and last in the sorted file list
-git mv tagger/wrap.py zz_wrap.py
+git mv tagger/train.py zz_wrap.py
 sed -i 's/^from model import Tagger/from aa_model import Tagger/' zz_wrap.py
 git add -A
 git commit -qm "many files" --no-verify >/dev/null
@@ -161,7 +126,7 @@ chmod +x "$work/counting/torchleak"
 status=0
 out="$(PATH="$work/counting:$PATH" pre-commit run --all-files 2>&1)" || status=$?
 expect "pre-commit split the file list into several calls" test "$(wc -l < "$work/calls")" -gt 1
-expect "pre-commit run --all-files reports TL005 across the split calls" grep -q "aa_model.py:12:.*\[TL005 pad-packed-no-total-length\]" <<<"$out"
+expect "pre-commit run --all-files reports TL005 across the split calls" grep -q "aa_model.py:18:.*\[TL005 pad-packed-no-total-length\]" <<<"$out"
 
 passed=$((checks - fail))
 echo "$passed passed, $fail failed"

@@ -60,58 +60,30 @@ class Project {
   fs::path root_;
 };
 
-// A training loop whose zero_grad is in a helper of another file, and a
-// tagger wrapped in DataParallel by a third file.
+// A training loop whose zero_grad is in a helper file, and a tagger wrapped
+// in DataParallel by another script (the fixtures of TL010 and TL005).
 void write_project(const Project& p) {
-  p.write("engine.py", R"(def begin_step(model, optimizer):
-    model.train()
-    optimizer.zero_grad()
-)");
-  p.write("train.py", R"(from engine import begin_step
-
-
-def fit(model, optimizer, criterion, loader, epochs):
-    for epoch in range(epochs):
-        for x, y in loader:
-            begin_step(model, optimizer)
-            loss = criterion(model(x), y)
-            loss.backward()
-            optimizer.step()
-)");
-  p.write("model.py", R"(import torch.nn as nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-
-class Tagger(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.LSTM(8, 8, batch_first=True)
-
-    def forward(self, x, lengths):
-        out, _ = self.rnn(pack_padded_sequence(x, lengths, batch_first=True))
-        out, _ = pad_packed_sequence(out, batch_first=True)
-        return out
-)");
-  p.write("wrap.py", R"(import torch.nn as nn
-from model import Tagger
-
-model = nn.DataParallel(Tagger())
-)");
+  fs::path fixtures = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
+  fs::create_directories(p.root() / "tagger");
+  for (const char* f : {"engine.py", "train.py"})
+    fs::copy_file(fixtures / "TL010/neg_cross_file_helper" / f, p.root() / f);
+  for (const char* f : {"model.py", "train.py"})
+    fs::copy_file(fixtures / "TL005/cross_file_wrap" / f, p.root() / "tagger" / f);
 }
 
 TEST(ProjectContext, EachFileAloneGivesTheWholeProjectsFindingsForIt) {
   Project p;
   write_project(p);
   std::set<std::string> whole = p.check({"."});
-  EXPECT_EQ(whole, (std::set<std::string>{"TL005 model.py:12"}));
+  EXPECT_EQ(whole, (std::set<std::string>{"TL005 model.py:18"}));
   std::set<std::string> joined;
-  for (const char* f : {"engine.py", "train.py", "model.py", "wrap.py"}) {
+  for (const char* f : {"engine.py", "train.py", "tagger/model.py", "tagger/train.py"}) {
     std::set<std::string> alone = p.check({f});
     joined.insert(alone.begin(), alone.end());
   }
   EXPECT_EQ(joined, whole);
   // Every split into two groups of files gives the same answer.
-  std::vector<std::string> files{"engine.py", "train.py", "model.py", "wrap.py"};
+  std::vector<std::string> files{"engine.py", "train.py", "tagger/model.py", "tagger/train.py"};
   for (unsigned mask = 1; mask < 15; ++mask) {
     std::vector<std::string> a, b;
     for (size_t i = 0; i < files.size(); ++i) ((mask >> i) & 1 ? a : b).push_back(files[i]);
@@ -121,8 +93,8 @@ TEST(ProjectContext, EachFileAloneGivesTheWholeProjectsFindingsForIt) {
     EXPECT_EQ(both, whole) << "split " << mask;
   }
   // Alone, without the project: the helper's zero_grad and the wrap are not seen.
-  EXPECT_EQ(p.check({"train.py"}, nullptr, false), (std::set<std::string>{"TL010 train.py:9"}));
-  EXPECT_EQ(p.check({"model.py"}, nullptr, false), (std::set<std::string>{}));
+  EXPECT_EQ(p.check({"train.py"}, nullptr, false), (std::set<std::string>{"TL010 train.py:12"}));
+  EXPECT_EQ(p.check({"tagger/model.py"}, nullptr, false), (std::set<std::string>{}));
 }
 
 TEST(ProjectContext, TheCacheServesUnchangedFilesAndNotChangedOnes) {
@@ -138,12 +110,12 @@ TEST(ProjectContext, TheCacheServesUnchangedFilesAndNotChangedOnes) {
 
   // An edit of a context file: analyzed again, and its new facts count.
   p.write("engine.py", "def begin_step(model, optimizer):\n    model.train()\n");
-  EXPECT_EQ(p.check({"train.py"}, &r), (std::set<std::string>{"TL010 train.py:9"}));
+  EXPECT_EQ(p.check({"train.py"}, &r), (std::set<std::string>{"TL010 train.py:12"}));
   EXPECT_EQ(r.cached_files, 2u);
 
   // An edit of a file that a context file's analysis read (owner.py asks
   // what class `self.attention` is, in attention.py): the reader's entry is
-  // stale too. (train.py and wrap.py name engine's helper and model's class
+  // stale too. (The training scripts name the helper and the model's class
   // without reading those files: their facts do not depend on them.)
   p.write("attention.py", R"(import torch.nn as nn
 
@@ -165,11 +137,11 @@ class Owner(nn.Module):
         self.attention.clear_cache()
         return x
 )");
-  p.check({"model.py"}, &r);
-  p.check({"model.py"}, &r);
+  p.check({"tagger/model.py"}, &r);
+  p.check({"tagger/model.py"}, &r);
   EXPECT_EQ(r.cached_files, 5u);
   p.write("attention.py", "import torch.nn as nn\n\n\nclass Attention(nn.Module):\n    pass\n");
-  p.check({"model.py"}, &r);
+  p.check({"tagger/model.py"}, &r);
   EXPECT_EQ(r.cached_files, 3u);  // not attention.py (changed), not owner.py (read it)
 }
 
@@ -207,11 +179,11 @@ TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
   write_project(p);
   std::vector<std::thread> runs;
   std::vector<std::set<std::string>> found(4);
-  for (size_t i = 0; i < found.size(); ++i) runs.emplace_back([&, i] { found[i] = p.check({"model.py"}); });
+  for (size_t i = 0; i < found.size(); ++i) runs.emplace_back([&, i] { found[i] = p.check({"tagger/model.py"}); });
   for (auto& t : runs) t.join();
-  for (const auto& f : found) EXPECT_EQ(f, (std::set<std::string>{"TL005 model.py:12"}));
+  for (const auto& f : found) EXPECT_EQ(f, (std::set<std::string>{"TL005 model.py:18"}));
   RunResult r;
-  EXPECT_EQ(p.check({"model.py"}, &r), (std::set<std::string>{"TL005 model.py:12"}));
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
   EXPECT_EQ(r.cached_files, 3u);
   for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
