@@ -6,9 +6,10 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
-#include <thread>
 
 #include "core/discovery.h"
 #include "core/engine.h"
@@ -177,16 +178,29 @@ TEST(ProjectContext, ADamagedEntryIsIgnoredAndRewritten) {
 TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
   Project p;
   write_project(p);
-  std::vector<std::thread> runs;
-  std::vector<std::set<std::string>> found(4);
-  for (size_t i = 0; i < found.size(); ++i) runs.emplace_back([&, i] { found[i] = p.check({"tagger/model.py"}); });
-  for (auto& t : runs) t.join();
-  for (const auto& f : found) EXPECT_EQ(f, (std::set<std::string>{"TL005 model.py:18"}));
-  RunResult r;
-  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
-  EXPECT_EQ(r.cached_files, 3u);
-  for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
+  // Four torchleak processes at once, filling one cache.
+  std::string command = "cd '" + p.root().string() + "' && for i in 1 2 3 4; do '" +
+                        std::string(TORCHLEAK_BINARY) +
+                        "' check --select TL005 --quiet tagger/model.py > out$i.txt 2>&1 & done; wait";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  for (int i = 1; i <= 4; ++i) {
+    std::ifstream in(p / ("out" + std::to_string(i) + ".txt"));
+    std::string first;
+    std::getline(in, first);
+    EXPECT_EQ(first.substr(0, first.find(": warning")), "tagger/model.py:18:21") << "run " << i;
+  }
+  // One whole entry per file (the processes' build and settings), nothing half-written.
+  size_t entries = 0;
+  for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache")) {
     EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
+    if (e.path().extension() != ".facts") continue;
+    ++entries;
+    std::ifstream in(e.path());
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << e.path();
+    EXPECT_TRUE(j.contains("facts")) << e.path();
+  }
+  EXPECT_EQ(entries, 4u);
 }
 
 TEST(ProjectContext, TheCacheIsBoundedAndCleaned) {
