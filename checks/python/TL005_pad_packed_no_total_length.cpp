@@ -237,15 +237,17 @@ bool constructs(const Model& m, const Call& call) {
   return !starts_with(call.callee, "torch.") && is_capitalized(last_component(m.text(func)));
 }
 
-// A call that may return a new instance of a class of the project: a
-// constructor, a class method such as `from_pretrained`, or a function of
-// this file.
-bool may_build_instance(const Model& m, const Call& call) {
-  if (constructs(m, call)) return true;
+// A call other than a constructor that builds an instance of a class of the
+// project: a class method such as `from_pretrained`, or, where its result is
+// stored on self (`self.encoder = build_encoder(cfg)`), a function of this
+// file (reading a function's returns for every call of a helper would cost
+// more than it finds).
+bool built_by_factory(const Model& m, const Call& call, bool stored_on_self) {
   std::string_view leaf = last_component(call.callee);
   if (std::find(kAlternateConstructors.begin(), kAlternateConstructors.end(), leaf) != kAlternateConstructors.end())
     return true;
-  return call.callee.find('.') == std::string::npos && !call.callee.empty() && m.find_function(call.callee);
+  return stored_on_self && call.callee.find('.') == std::string::npos && !call.callee.empty() &&
+         m.find_function(call.callee);
 }
 
 // `model.cuda()`: a method of a module that returns the module itself.
@@ -280,10 +282,7 @@ class PadPackedNoTotalLength final : public Check {
     // Encoder(...)`, a list of layers handed to nn.Sequential) and instances
     // handed to its constructor (`Seq2seq(encoder, decoder)`). A wrap of the
     // holder runs the held module's forward on each replica.
-    // A factory of this file (`self.encoder = build_encoder(cfg)`) is followed
-    // only where its result is stored on self: reading a function's returns
-    // for every call of a helper would cost more than it finds.
-    std::unordered_set<const void*> stored_on_self;
+    std::unordered_set<const void*> stored_on_self;  // calls whose result a method stores on self
     for (const Binding& b : m.bindings()) {
       if (b.kind != BindingKind::Assign || b.element >= 0 || b.function < 0 || !starts_with(b.name, "self.")) continue;
       TSNode v = unparenthesize(b.value);
@@ -291,10 +290,8 @@ class PadPackedNoTotalLength final : public Check {
     }
     for (const Call& call : m.calls()) {
       bool construction = constructs(m, call);
-      if (!construction && (call.function < 0 || !may_build_instance(m, call))) continue;
-      if (!construction && !stored_on_self.count(call.node.id) &&
-          std::find(kAlternateConstructors.begin(), kAlternateConstructors.end(), last_component(call.callee)) ==
-              kAlternateConstructors.end())
+      if (!construction &&
+          (call.function < 0 || !built_by_factory(m, call, stored_on_self.count(call.node.id) > 0)))
         continue;
       InstanceClass built = class_of_instance(m, call.node, call.function, 0);
       if (built.name.empty()) continue;

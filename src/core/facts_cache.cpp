@@ -146,7 +146,6 @@ std::optional<std::vector<Fact>> FactsCache::load(const std::string& path, std::
   }
   std::error_code ec;
   fs::last_write_time(entry, fs::file_time_type::clock::now(), ec);  // used: kept longest
-  ++hits_;
   return facts;
 }
 

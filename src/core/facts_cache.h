@@ -49,8 +49,7 @@ class FactsCache {
   // most `max_bytes` (entries are touched when they are used).
   void trim() const;
 
-  // The number of entries used and written by this object (for tests and the summary).
-  size_t hits() const { return hits_; }
+  // The number of entries written by this object.
   size_t writes() const { return writes_; }
 
  private:
@@ -60,7 +59,6 @@ class FactsCache {
   std::string dir_;
   uint64_t max_bytes_;
   std::string build_;  // the tool's version and the identity of this build
-  mutable std::atomic<size_t> hits_{0};
   mutable std::atomic<size_t> writes_{0};
 };
 

@@ -442,8 +442,7 @@ const CallModel* LibraryModels::method(std::string_view cls, std::string_view na
     if (auto it = class_bases_.find(work[i]); it != class_bases_.end())
       work.insert(work.end(), it->second.begin(), it->second.end());
     for (const auto& p : class_patterns_) {
-      if (!glob_match(p.pattern, work[i])) continue;
-      if (std::find(p.except.begin(), p.except.end(), work[i]) != p.except.end()) continue;
+      if (!p.covers(work[i])) continue;
       if (auto it = class_bases_.find("pattern:" + p.pattern); it != class_bases_.end())
         work.insert(work.end(), it->second.begin(), it->second.end());
     }
@@ -458,29 +457,27 @@ const CallModel* LibraryModels::tensor_method(std::string_view name) const {
   return it == calls_.end() ? nullptr : &it->second;
 }
 
-ValueKind LibraryModels::class_kind(std::string_view q) const {
+bool LibraryModels::ClassPattern::covers(std::string_view c) const {
+  return glob_match(pattern, c) && std::find(except.begin(), except.end(), c) == except.end();
+}
+
+template <class T>
+T LibraryModels::class_fact(std::string_view q, const ModelNameMap<T>& named, T ClassPattern::*fact) const {
   std::string c = canonical(q);
-  if (auto it = class_kinds_.find(c); it != class_kinds_.end()) return it->second;
+  if (auto it = named.find(c); it != named.end()) return it->second;
   // Patterns in file order; the last match wins, so a later, narrower pattern overrides.
-  ValueKind kind = ValueKind::Unknown;
-  for (const auto& p : class_patterns_) {
-    if (p.kind == ValueKind::Unknown || !glob_match(p.pattern, c)) continue;
-    if (std::find(p.except.begin(), p.except.end(), c) != p.except.end()) continue;
-    kind = p.kind;
-  }
-  return kind;
+  T out{};
+  for (const auto& p : class_patterns_)
+    if (p.*fact != T{} && p.covers(c)) out = p.*fact;
+  return out;
+}
+
+ValueKind LibraryModels::class_kind(std::string_view q) const {
+  return class_fact(q, class_kinds_, &ClassPattern::kind);
 }
 
 ParameterFacet LibraryModels::class_parameters(std::string_view q) const {
-  std::string c = canonical(q);
-  if (auto it = class_parameters_.find(c); it != class_parameters_.end()) return it->second;
-  ParameterFacet out = ParameterFacet::Unknown;
-  for (const auto& p : class_patterns_) {
-    if (p.parameters == ParameterFacet::Unknown || !glob_match(p.pattern, c)) continue;
-    if (std::find(p.except.begin(), p.except.end(), c) != p.except.end()) continue;
-    out = p.parameters;
-  }
-  return out;
+  return class_fact(q, class_parameters_, &ClassPattern::parameters);
 }
 
 bool LibraryModels::knows_class(std::string_view q) const { return class_kind(q) != ValueKind::Unknown; }

@@ -202,7 +202,13 @@ class LibraryModels {
     std::vector<std::string> except;
     ValueKind kind = ValueKind::Unknown;
     ParameterFacet parameters = ParameterFacet::Unknown;
+    // Whether the pattern names `qualified` (canonical) and does not except it.
+    bool covers(std::string_view qualified) const;
   };
+  // What the class entries say of a class: its entry by name, else the last
+  // pattern that covers it and says something (`unknown` is `T{}`).
+  template <class T>
+  T class_fact(std::string_view qualified, const ModelNameMap<T>& named, T ClassPattern::*fact) const;
   ModelNameMap<CallModel> calls_;
   std::vector<CallModel> call_patterns_;  // `name` holds the pattern
   ModelNameMap<std::string> aliases_;  // prefix -> prefix
