@@ -1,5 +1,7 @@
 #include "core/analysis.h"
 
+#include "core/notebook.h"
+
 namespace torchleak {
 
 namespace {
@@ -26,6 +28,12 @@ bool is_cpp_source_path(std::string_view path) {
 }
 
 const LanguageFrontend* frontend_for(std::string_view path) {
+  // A notebook's code cells are one Python program (core/notebook.h).
+  if (is_notebook_path(path)) {
+    for (const auto& f : registry())
+      if (f->language() == "python") return f.get();
+    return nullptr;
+  }
   for (const auto& f : registry())
     if (f->handles(path)) return f.get();
   return nullptr;

@@ -74,6 +74,8 @@ class LanguageFrontend {
 // Frontends register themselves at static-initialisation time.
 void register_frontend(std::unique_ptr<LanguageFrontend> frontend);
 const std::vector<std::unique_ptr<LanguageFrontend>>& frontends();
+// The frontend of a file; a notebook's (.ipynb) is the Python frontend, which
+// the engine hands the notebook's program (core/notebook.h).
 const LanguageFrontend* frontend_for(std::string_view path);
 // Whether a path names a C++ source or header by its extension (.cpp, .cc,
 // .cxx, .c++, .h, .hpp, .hh, .hxx): the C++ frontend's files, also known to a

@@ -37,6 +37,18 @@ struct Fix {
 
 enum class Severity { Error, Warning, Note };
 
+// Where a finding in a notebook is (core/notebook.h): `start` and `end` of a
+// diagnostic are positions in the program its code cells make; this is the
+// cell and the positions in the cell's source, and in the notebook file's own
+// text (its JSON, what code scanning shows), with those lines' text.
+struct CellLocation {
+  uint32_t cell = 0;  // 1-based among all the notebook's cells; 0: not a notebook
+  Position start, end;
+  Position file_start, file_end;
+  std::string file_start_line, file_end_line;
+  std::vector<Edit> edits;  // the fix's edits as edits of the cell's source
+};
+
 struct Diagnostic {
   std::string rule_id;   // "TL001"
   std::string path;      // as discovered (relative to the working directory when given so)
@@ -53,6 +65,7 @@ struct Diagnostic {
   // what a baseline fingerprints, so that reformatting and moving keep identity.
   std::string snippet;
   std::optional<Fix> fix;
+  CellLocation notebook;  // in a notebook: its cell (the engine fills it)
 };
 
 // Sort key: path, then position, then rule.

@@ -21,6 +21,7 @@
 #include "core/config_file.h"
 #include "core/discovery.h"
 #include "core/facts_cache.h"
+#include "core/notebook.h"
 #include "core/project_index.h"
 #include "core/suppression.h"
 
@@ -119,7 +120,12 @@ struct Slot {
   const Config* config = nullptr;  // the settings this file was analyzed with
   bool context = false;            // read for its facts only: another file of the project
   bool cached = false;             // ... and its facts came from the cache
+  // A notebook: its cells and its text, to place the findings in cells.
+  std::shared_ptr<const Notebook> notebook;
+  std::string notebook_text;
 };
+
+void analyze_program(const SourceFile& file, const LanguageFrontend& frontend, const Config& config, Slot& slot);
 
 void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
   slot.result.path = file.path;
@@ -132,6 +138,49 @@ void analyze_one(const SourceFile& file, const Config& config, Slot& slot) {
     slot.result.error = why;
     return;
   }
+  // A notebook: its code cells are the program analyzed.
+  SourceFile program;
+  if (is_notebook_path(file.path)) {
+    std::string error, language;
+    std::optional<Notebook> nb = read_notebook(file.text, error, language);
+    if (!nb) {
+      if (!language.empty()) slot.skipped = fmt::format("skipped: a notebook in {}, not Python", language);
+      else slot.result.error = "not a valid notebook: " + error;
+      return;
+    }
+    program.path = file.path;
+    program.text = nb->program;
+    slot.notebook_text = file.text;
+    slot.notebook = std::make_shared<const Notebook>(std::move(*nb));
+    analyze_program(program, *frontend, config, slot);
+    return;
+  }
+  analyze_program(file, *frontend, config, slot);
+}
+
+// Places each finding of a notebook in its cell.
+void place_in_cells(const Notebook& nb, std::string_view text, std::vector<Diagnostic>& found) {
+  for (auto& d : found) {
+    NotebookPosition a = locate(nb, text, d.start_byte);
+    NotebookPosition b = locate(nb, text, d.end_byte);
+    CellLocation& c = d.notebook;
+    c.cell = a.cell;
+    c.start = a.in_cell;
+    c.end = b.cell == a.cell ? b.in_cell : a.in_cell;
+    c.file_start = a.in_file;
+    c.file_end = b.cell == a.cell ? b.in_file : a.in_file;
+    c.file_start_line = a.file_line;
+    c.file_end_line = b.cell == a.cell ? b.file_line : a.file_line;
+    c.edits.clear();
+    if (d.fix)
+      for (const auto& e : d.fix->edits)
+        if (auto ce = cell_edit(nb, e); ce && ce->cell == c.cell) c.edits.push_back(ce->edit);
+  }
+}
+
+void analyze_program(const SourceFile& file, const LanguageFrontend& frontend_ref, const Config& config,
+                     Slot& slot) {
+  const LanguageFrontend* frontend = &frontend_ref;
   // A UTF-8 byte order mark is not part of the program: analyze what follows
   // it and shift byte offsets back so fixes land in the right place.
   constexpr std::string_view kBom = "\xEF\xBB\xBF";
@@ -286,6 +335,7 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact>
       if (dd.resolve(index, dd.diagnostic)) found.push_back(std::move(dd.diagnostic));
     }
     filter_file(s, found, report_unused, out);
+    if (s.notebook) place_in_cells(*s.notebook, s.notebook_text, found);
     for (auto& d : found) out.diagnostics.push_back(std::move(d));
   }
   std::sort(out.diagnostics.begin(), out.diagnostics.end(), diagnostic_less);
@@ -374,7 +424,7 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   for (const std::string& t : targets) named.insert(normal_absolute(t));
   static bool (*const handles)(const std::string&) = [](const std::string& path) {
     const LanguageFrontend* f = frontend_for(path);
-    return f && f->language() == "python";
+    return f && f->language() == "python" && !is_notebook_path(path);  // a notebook is imported by none
   };
   DiscoveredFiles all = discover(std::vector<std::string>(roots.begin(), roots.end()), dopt, handles);
   std::vector<std::string> out;

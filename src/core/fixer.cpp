@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "core/analysis.h"
+#include "core/notebook.h"
 
 namespace torchleak {
 
@@ -131,7 +133,15 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
       } else if (!read_all(path, current)) {
         continue;
       }
-      bool crlf = current.find("\r\n") != std::string::npos;
+      // A notebook: the fixes are edits of its program, written back into its cells.
+      std::optional<Notebook> notebook;
+      if (is_notebook_path(path)) {
+        std::string error, language;
+        notebook = read_notebook(current, error, language);
+        if (!notebook) continue;
+      }
+      const std::string& program = notebook ? notebook->program : current;
+      bool crlf = program.find("\r\n") != std::string::npos;
       // Whole fixes only: a fix whose edits overlap an earlier fix waits for the next pass.
       std::vector<Edit> edits;
       std::vector<std::pair<uint32_t, uint32_t>> taken;
@@ -150,12 +160,21 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
         ++fixes;
       }
       int applied = 0;
-      std::string next = apply_edits(current, edits, &applied);
+      std::string next = apply_edits(program, edits, &applied);
       const LanguageFrontend* frontend = frontend_for(path);
       if (frontend && !frontend->parses(next)) {
         if (dropped_seen.insert({path, "syntax"}).second)
           report.dropped.push_back({path, "a fix would have broken the syntax; no fix applied to this file"});
         continue;
+      }
+      if (notebook) {
+        std::string error;
+        next = apply_to_notebook(*notebook, current, edits, error);
+        if (!error.empty()) {
+          if (dropped_seen.insert({path, "cells"}).second)
+            report.dropped.push_back({path, error + "; no fix applied to this notebook"});
+          continue;
+        }
       }
       if (next == current) continue;
       if (it == files.end()) it = files.emplace(path, FixedFile{path, current, current, 0}).first;

@@ -17,6 +17,7 @@
 #include "core/config_file.h"
 #include "core/discovery.h"
 #include "core/engine.h"
+#include "core/notebook.h"
 #include "version.h"
 
 namespace fs = std::filesystem;
@@ -336,7 +337,7 @@ std::vector<json> Server::analyze() {
   std::set<std::string> seen;
   for (const auto& [uri, doc] : documents_) {
     std::string path = uri_to_path(uri);
-    if (path.empty() || !frontend_for(path)) continue;
+    if (path.empty() || !frontend_for(path) || is_notebook_path(path)) continue;
     path = normalized_path(path);
     path_to_uri[path] = uri;
     files.push_back({path, doc.text()});

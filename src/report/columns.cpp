@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "report/report.h"
 
 namespace torchleak::report {
@@ -42,6 +44,19 @@ uint32_t codepoint_column(std::string_view line, uint32_t byte_column) {
 
 std::string_view end_line_text(const Diagnostic& d) {
   return d.end.line == d.start.line ? std::string_view(d.source_line) : std::string_view(d.end_source_line);
+}
+
+FileRange file_range(const Diagnostic& d) {
+  if (d.notebook.cell)
+    return {d.notebook.file_start, d.notebook.file_end, d.notebook.file_start_line,
+            d.notebook.file_start.line == d.notebook.file_end.line ? std::string_view(d.notebook.file_start_line)
+                                                                   : std::string_view(d.notebook.file_end_line)};
+  return {d.start, d.end, d.source_line, end_line_text(d)};
+}
+
+std::string cell_label(const Diagnostic& d) {
+  if (!d.notebook.cell) return {};
+  return fmt::format("cell {}, line {}", d.notebook.cell, d.notebook.start.line);
 }
 
 std::string repository_path(const std::string& path, const std::string& srcroot) {

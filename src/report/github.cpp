@@ -44,14 +44,15 @@ std::string render_github(const RunResult& result, const Options& options) {
   for (const auto& d : result.diagnostics) {
     const RuleInfo* rule = catalogue.find(d.rule_id);
     // Columns count code points, 1-based; the end column is exclusive.
+    FileRange r = file_range(d);
     std::string props = fmt::format("file={},line={},col={},endLine={}",
-                                     escape_property(repository_path(d.path, options.srcroot)), d.start.line,
-                                     codepoint_column(d.source_line, d.start.column) + 1, d.end.line);
-    if (d.end.line == d.start.line)
-      props += fmt::format(",endColumn={}", codepoint_column(d.source_line, d.end.column) + 1);
+                                     escape_property(repository_path(d.path, options.srcroot)), r.start.line,
+                                     codepoint_column(r.start_line, r.start.column) + 1, r.end.line);
+    if (r.end.line == r.start.line)
+      props += fmt::format(",endColumn={}", codepoint_column(r.start_line, r.end.column) + 1);
     props += ",title=" + escape_property(d.rule_id + " " + (rule ? rule->name : ""));
     out += fmt::format("::{} {}::{}\n", command(rule ? rule->severity : Severity::Warning), props,
-                       escape_data(d.message));
+                       escape_data(d.notebook.cell ? cell_label(d) + ": " + d.message : d.message));
   }
   auto file_message = [&](const FileError& e, std::string_view cmd, std::string_view what) {
     out += fmt::format("::{} file={},title={}::{}\n", cmd, escape_property(repository_path(e.path, options.srcroot)),

@@ -34,18 +34,19 @@ std::string render_gitlab(const RunResult& result, const Options& options) {
     std::string path = repository_path(d.path, options.srcroot);
     std::string basis = fingerprint_basis(d, path);
     int nth = ++occurrences[basis];
+    FileRange r = file_range(d);
     nlohmann::ordered_json issue = {
         {"type", "issue"},
         {"check_name", d.rule_id + (rule ? " " + rule->name : "")},
-        {"description", d.message},
+        {"description", d.notebook.cell ? cell_label(d) + ": " + d.message : d.message},
         {"categories", {"Performance"}},
         {"severity", severity_of(rule ? rule->severity : Severity::Warning)},
         {"fingerprint", fmt::format("{:016x}{:08x}", XXH3_64bits(basis.data(), basis.size()), nth)},
         {"location",
          {{"path", path},
           {"positions",
-           {{"begin", {{"line", d.start.line}, {"column", codepoint_column(d.source_line, d.start.column) + 1}}},
-            {"end", {{"line", d.end.line}, {"column", codepoint_column(end_line_text(d), d.end.column) + 1}}}}}}},
+           {{"begin", {{"line", r.start.line}, {"column", codepoint_column(r.start_line, r.start.column) + 1}}},
+            {"end", {{"line", r.end.line}, {"column", codepoint_column(r.end_line, r.end.column) + 1}}}}}}},
     };
     issues.push_back(std::move(issue));
   }

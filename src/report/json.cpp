@@ -25,8 +25,15 @@ Json diagnostic(const Diagnostic& d, const Catalogue& catalogue) {
   j["name"] = rule ? rule->name : "";
   j["severity"] = std::string(severity_name(rule ? rule->severity : Severity::Warning));
   j["path"] = d.path;
-  j["start"] = position(d.source_line, d.start);
-  j["end"] = position(end_line_text(d), d.end);
+  // In a notebook: the cell, and lines and columns within it.
+  if (d.notebook.cell) {
+    j["cell"] = d.notebook.cell;
+    j["start"] = position(d.source_line, d.notebook.start);
+    j["end"] = position(end_line_text(d), d.notebook.end);
+  } else {
+    j["start"] = position(d.source_line, d.start);
+    j["end"] = position(end_line_text(d), d.end);
+  }
   j["message"] = d.message;
   j["help"] = d.help;
   j["context"] = d.context;
@@ -35,7 +42,8 @@ Json diagnostic(const Diagnostic& d, const Catalogue& catalogue) {
     return j;
   }
   Json edits = Json::array();
-  for (const auto& e : d.fix->edits)
+  // A notebook's edits are byte ranges of the cell's source.
+  for (const auto& e : d.notebook.cell ? d.notebook.edits : d.fix->edits)
     edits.push_back({{"start_byte", e.start_byte}, {"end_byte", e.end_byte}, {"content", e.replacement}});
   j["fix"] = {{"title", d.fix->title},
               {"safety", d.fix->safety == FixSafety::Safe ? "safe" : "unsafe"},

@@ -46,6 +46,18 @@ uint32_t codepoint_column(std::string_view line, uint32_t byte_column); // 0-bas
 // The text of the line a diagnostic ends on (its own line or `end_source_line`).
 std::string_view end_line_text(const Diagnostic& d);
 
+// Where a finding is in the file's own text: its positions and their lines'
+// text. A notebook's findings are in its JSON (where code scanning and pull
+// request annotations show them), other files' where the diagnostic says.
+struct FileRange {
+  Position start, end;
+  std::string_view start_line, end_line;
+};
+FileRange file_range(const Diagnostic& d);
+
+// "cell 3, line 12" for a finding in a notebook, else "".
+std::string cell_label(const Diagnostic& d);
+
 // `path` relative to `srcroot`, with '/' separators and no "./": what SARIF
 // and GitHub annotations name a file by. Never absolute: a file outside
 // `srcroot` is named with "../" segments. An empty `srcroot` keeps `path`

@@ -99,13 +99,16 @@ Json rule_descriptor(const RuleInfo& r) {
 
 // Lines and columns are 1-based; columns count UTF-16 code units (the run's
 // columnKind); endColumn is exclusive and a region is never empty.
+// A notebook's findings are placed in its JSON text, which is what code
+// scanning shows of the file.
 Json region(const Diagnostic& d) {
-  uint32_t start_column = utf16_column(d.source_line, d.start.column) + 1;
-  uint32_t end_column = utf16_column(end_line_text(d), d.end.column) + 1;
-  if (d.end.line == d.start.line) end_column = std::max(end_column, start_column + 1);
-  return {{"startLine", d.start.line},
+  FileRange r = file_range(d);
+  uint32_t start_column = utf16_column(r.start_line, r.start.column) + 1;
+  uint32_t end_column = utf16_column(r.end_line, r.end.column) + 1;
+  if (r.end.line == r.start.line) end_column = std::max(end_column, start_column + 1);
+  return {{"startLine", r.start.line},
           {"startColumn", start_column},
-          {"endLine", std::max(d.end.line, d.start.line)},
+          {"endLine", std::max(r.end.line, r.start.line)},
           {"endColumn", end_column}};
 }
 
@@ -158,10 +161,16 @@ std::string render_sarif(const RunResult& result, const Options& options) {
     Json res = {{"ruleId", d.rule_id}};
     if (auto it = rule_index.find(d.rule_id); it != rule_index.end()) res["ruleIndex"] = it->second;
     res["level"] = level_of(rule ? rule->severity : Severity::Warning);
-    res["message"] = {{"text", sentence(d.message)}};
+    res["message"] = {{"text", d.notebook.cell ? fmt::format("In {}: {}", cell_label(d), sentence(d.message))
+                                               : sentence(d.message)}};
     Json loc = location(uri);
     loc["physicalLocation"]["region"] = region(d);
     res["locations"] = Json::array({loc});
+    // The cell, and the position in it, as the notebook's reader sees them.
+    if (d.notebook.cell)
+      res["properties"] = {{"notebookCell", d.notebook.cell},
+                           {"cellLine", d.notebook.start.line},
+                           {"cellColumn", codepoint_column(d.source_line, d.notebook.start.column) + 1}};
     res["partialFingerprints"] = {
         {"primaryLocationLineHash", fmt::format("{:016x}:{}", XXH3_64bits(basis.data(), basis.size()), nth)}};
     results.push_back(std::move(res));

@@ -37,7 +37,7 @@ std::string plural(size_t n, std::string_view word) {
 // the terminal puts its tab stops.
 std::string snippet(const Diagnostic& d, Severity sev, const Style& st) {
   std::string_view line = d.source_line;
-  std::string number = std::to_string(d.start.line);
+  std::string number = std::to_string(d.notebook.cell ? d.notebook.start.line : d.start.line);
   std::string blank_gutter(std::max<size_t>(number.size(), 5), ' ');
   std::string gutter = fmt::format("{:>{}}", number, blank_gutter.size());
   std::string out = st.blue(gutter + " |") + " " + std::string(line) + "\n";
@@ -60,7 +60,11 @@ std::string finding(const Diagnostic& d, const Catalogue& catalogue, const Style
   const RuleInfo* rule = catalogue.find(d.rule_id);
   Severity sev = rule ? rule->severity : Severity::Warning;
   uint32_t col = codepoint_column(d.source_line, d.start.column) + 1;
-  std::string out = fmt::format("{}: {} {} [{} {}]\n", st.bold(fmt::format("{}:{}:{}", d.path, d.start.line, col)),
+  // A notebook's findings by cell, as ruff prints them: train.ipynb:cell 3:12:5
+  std::string where = d.notebook.cell ? fmt::format("{}:cell {}:{}:{}", d.path, d.notebook.cell,
+                                                     d.notebook.start.line, col)
+                                      : fmt::format("{}:{}:{}", d.path, d.start.line, col);
+  std::string out = fmt::format("{}: {} {} [{} {}]\n", st.bold(where),
                                 st.severity(sev, fmt::format("{}:", severity_name(sev))), d.message, d.rule_id,
                                 rule ? rule->name : "");
   return out + snippet(d, sev, st) + "\n";

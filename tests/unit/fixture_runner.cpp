@@ -13,9 +13,13 @@
 #include <map>
 #include <tuple>
 
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
 #include "core/catalogue.h"
 #include "core/engine.h"
 #include "core/fixer.h"
+#include "core/notebook.h"
 
 namespace fs = std::filesystem;
 using namespace torchleak;
@@ -119,6 +123,16 @@ void expect_findings_equal_markers(const RunResult& result, const std::vector<Ex
 
 class Fixture : public ::testing::TestWithParam<std::vector<fs::path>> {};
 
+std::string fmt_cell(const std::string& rule, uint32_t cell, uint32_t line, uint32_t column) {
+  return "cell " + std::to_string(cell) + ":" + std::to_string(line) + ":" + std::to_string(column) + " " + rule;
+}
+
+std::string describe_set(const std::set<std::string>& s) {
+  std::string out;
+  for (const auto& e : s) out += "  " + e + "\n";
+  return out.empty() ? "  (none)\n" : out;
+}
+
 // One analysis per project serves both comparisons (a C++ fixture costs a
 // compilation): the fixer's first pass gives the findings, its last the
 // fixed texts.
@@ -213,6 +227,175 @@ INSTANTIATE_TEST_SUITE_P(Cpp, Fixture, ::testing::ValuesIn(projects("cpp", ".cpp
 #endif
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fixture);
 INSTANTIATE_TEST_SUITE_P(Runtime, RuntimeProgram, ::testing::ValuesIn(projects("runtime/python", ".py")), fixture_name);
+
+// Every Python fixture of one file, as a notebook: the file cut into code
+// cells at its top-level statements that follow a blank line (each cell's
+// last newline dropped, as Jupyter stores them), after a cell of IPython
+// magics and shell escapes and with markdown cells between. The findings are
+// the fixture's, each in its cell at the line and column within the cell,
+// placed in the notebook's JSON on the line that holds that source line;
+// the fixes, written back into the cells, give the fixture's `.fixed` text.
+class NotebookFixture : public ::testing::TestWithParam<std::vector<fs::path>> {};
+
+struct GeneratedNotebook {
+  std::string json;
+  std::map<uint32_t, std::pair<uint32_t, uint32_t>> line_to_cell;  // fixture line -> (cell, line in cell)
+};
+
+GeneratedNotebook as_notebook(const std::string& text) {
+  using Json = nlohmann::ordered_json;
+  std::vector<std::string> lines;
+  for (size_t p = 0; p < text.size();) {
+    size_t nl = text.find('\n', p);
+    size_t end = nl == std::string::npos ? text.size() : nl + 1;
+    lines.push_back(text.substr(p, end - p));
+    p = end;
+  }
+  auto source_list = [](const std::string& source) {
+    Json list = Json::array();
+    for (size_t p = 0; p < source.size();) {
+      size_t nl = source.find('\n', p);
+      size_t end = nl == std::string::npos ? source.size() : nl + 1;
+      list.push_back(source.substr(p, end - p));
+      p = end;
+    }
+    return list;
+  };
+  auto code = [&](const std::string& source) {
+    return Json{{"cell_type", "code"}, {"execution_count", nullptr}, {"metadata", Json::object()},
+                {"outputs", Json::array()}, {"source", source_list(source)}};
+  };
+  auto markdown = [&](const std::string& source) {
+    return Json{{"cell_type", "markdown"}, {"metadata", Json::object()}, {"source", source_list(source)}};
+  };
+  GeneratedNotebook out;
+  Json cells = Json::array();
+  cells.push_back(code("%matplotlib inline\n!nvidia-smi\nfiles = !ls"));
+  cells.push_back(markdown("# Training\n\nThe *whole* loop."));
+  std::string cell;
+  uint32_t first = 1;
+  auto flush = [&](uint32_t next_first) {
+    if (cell.empty()) return;
+    if (cell.back() == '\n') cell.pop_back();
+    uint32_t number = static_cast<uint32_t>(cells.size()) + 1;
+    for (uint32_t l = first; l < next_first; ++l) out.line_to_cell[l] = {number, l - first + 1};
+    cells.push_back(code(cell));
+    if (cells.size() == 3) cells.push_back(markdown("Between two code cells"));
+    cell.clear();
+    first = next_first;
+  };
+  for (uint32_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    bool top_level = !l.empty() && l[0] != ' ' && l[0] != '\t' && l[0] != '\n' && l[0] != '#' && l[0] != ')' &&
+                     l[0] != ']' && l[0] != '}' && l.rfind("else", 0) != 0 && l.rfind("elif", 0) != 0 &&
+                     l.rfind("except", 0) != 0 && l.rfind("finally", 0) != 0 && l[0] != '@';
+    bool after_blank = i > 0 && lines[i - 1] == "\n" && !(i > 1 && lines[i - 2].size() > 0 && lines[i - 2][0] == '@');
+    if (top_level && after_blank) flush(i + 1);
+    cell += l;
+  }
+  flush(static_cast<uint32_t>(lines.size()) + 1);
+  Json nb = {{"cells", cells},
+             {"metadata",
+              {{"kernelspec", {{"display_name", "Python 3"}, {"language", "python"}, {"name", "python3"}}},
+               {"language_info", {{"name", "python"}}}}},
+             {"nbformat", 4},
+             {"nbformat_minor", 5}};
+  out.json = nb.dump(1) + "\n";
+  return out;
+}
+
+// The cells' code, as the fixture's text (the magic cell left out).
+std::string code_of(const std::string& json) {
+  auto nb = nlohmann::json::parse(json);
+  std::string out;
+  bool first = true;
+  for (const auto& c : nb["cells"]) {
+    if (c["cell_type"] != "code") continue;
+    std::string source;
+    for (const auto& l : c["source"]) source += l.get<std::string>();
+    if (first) {
+      first = false;
+      continue;
+    }
+    out += source + "\n";
+  }
+  return out;
+}
+
+TEST_P(NotebookFixture, SameFindingsInCellsAndFixesWrittenBackIntoCells) {
+  const fs::path& fixture = GetParam().front();
+  std::string text = read(fixture);
+  GeneratedNotebook nb = as_notebook(text);
+  fs::path dir = fs::temp_directory_path() / ("torchleak-notebook-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path path = dir / (fixture.stem().string() + ".ipynb");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << nb.json;
+  }
+  RunOptions options;
+  options.paths = {path.string()};
+  options.project_context = false;
+  options.use_config_files = false;
+  options.use_cache = false;
+  options.jobs = 1;
+  FixOptions fo;
+  fo.unsafe = true;
+  fo.write = false;
+  FixReport report = fix(options, fo);
+  fs::remove(path);
+  for (const auto& e : report.first.errors) ADD_FAILURE() << e.path << ": " << e.message;
+  for (const auto& e : report.dropped) ADD_FAILURE() << e.path << ": " << e.message;
+
+  std::vector<Expectation> expected = markers(fixture.string(), text);
+  std::set<std::string> want, got;
+  for (const auto& e : expected) {
+    auto [cell, line] = nb.line_to_cell.at(e.line);
+    want.insert(fmt_cell(e.rule, cell, line, e.column));
+  }
+  for (const auto& d : report.first.diagnostics) {
+    bool marker_has_column = std::any_of(expected.begin(), expected.end(), [&](const Expectation& e) {
+      auto [cell, line] = nb.line_to_cell.at(e.line);
+      return cell == d.notebook.cell && line == d.notebook.start.line && e.rule == d.rule_id && e.column != 0;
+    });
+    uint32_t col = codepoints(d.source_line, d.notebook.start.column) + 1;
+    got.insert(fmt_cell(d.rule_id, d.notebook.cell, d.notebook.start.line, marker_has_column ? col : 0));
+    // In the notebook's text, the finding's line holds the cell's line as a
+    // JSON string, and the column points at the finding's first character.
+    std::string cell_line = d.source_line + "\n";
+    std::string literal = nlohmann::json(cell_line).dump();
+    size_t at = d.notebook.file_start_line.find(literal);
+    if (at == std::string::npos) literal.resize(literal.size() - 3), at = d.notebook.file_start_line.find(literal);
+    ASSERT_NE(at, std::string::npos) << d.notebook.file_start_line << " does not hold " << cell_line;
+    std::string prefix = nlohmann::json(d.source_line.substr(0, d.notebook.start.column)).dump();
+    EXPECT_EQ(d.notebook.file_start.column, at + prefix.size() - 1) << d.notebook.file_start_line;
+  }
+  EXPECT_EQ(describe_set(got), describe_set(want)) << "fixture: " << fixture.string();
+
+  fs::path fixed_path = fixture.string() + ".fixed";
+  if (fs::exists(fixed_path)) {
+    ASSERT_EQ(report.files.size(), 1u);
+    EXPECT_EQ(code_of(report.files[0].fixed), read(fixed_path));
+    // Outside the edited lines, not a byte changed: the markdown cells, the
+    // magic cell and the metadata are where they were.
+    EXPECT_NE(report.files[0].fixed.find("\"Between two code cells\""), std::string::npos);
+    EXPECT_NE(report.files[0].fixed.find("    \"%matplotlib inline\\n\",\n    \"!nvidia-smi\\n\""),
+              std::string::npos);
+  } else {
+    EXPECT_TRUE(report.files.empty());
+  }
+  EXPECT_TRUE(report.converged);
+}
+
+std::vector<std::vector<fs::path>> single_file_projects(const std::string& language, const std::string& extension) {
+  std::vector<std::vector<fs::path>> out;
+  for (auto& p : projects(language, extension))
+    if (p.size() == 1 && p.front().parent_path().parent_path().filename() == language) out.push_back(p);
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Python, NotebookFixture, ::testing::ValuesIn(single_file_projects("python", ".py")),
+                         fixture_name);
 
 // Every rule of the catalogue that claims Python has a fixture folder with at
 // least 8 positive and 8 negative files.
