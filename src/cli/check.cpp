@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "core/baseline.h"
 #include "core/catalogue.h"
+#include "core/config_file.h"
 #include "core/engine.h"
 #include "core/discovery.h"
 #include "core/facts_cache.h"
@@ -67,7 +68,12 @@ std::string find_srcroot() {
 }
 
 bool parse_format(const std::string& s, report::Format& f) {
-  if (s == "text") f = report::Format::Text;
+  if (s == "text" || s == "full") f = report::Format::Text;
+  else if (s == "concise") f = report::Format::Concise;
+  else if (s == "grouped") f = report::Format::Grouped;
+  else if (s == "pylint") f = report::Format::Pylint;
+  else if (s == "azure") f = report::Format::Azure;
+  else if (s == "junit") f = report::Format::Junit;
   else if (s == "json") f = report::Format::Json;
   else if (s == "sarif") f = report::Format::Sarif;
   else if (s == "github") f = report::Format::Github;
@@ -189,6 +195,94 @@ int print_fix_diff(const RunOptions& options, const CheckArgs& a) {
   return fixes > 0 ? 1 : 0;
 }
 
+// --show-fixes: what --fix fixed, per file and rule, on standard error.
+//   Fixed 3 problems:
+//   - train.py:
+//       2 × TL001 (accumulate-undetached)
+void print_fixes_applied(const FixReport& r) {
+  size_t total = fixes_in(r.files);
+  if (total == 0) return;
+  const Catalogue& catalogue = Catalogue::builtin();
+  std::string out = fmt::format("Fixed {} problem{}:\n", total, total == 1 ? "" : "s");
+  for (const auto& f : r.files) {
+    out += fmt::format("- {}:\n", f.path);
+    for (const auto& [rule, n] : f.rules_fixed) {
+      const RuleInfo* info = catalogue.find(rule);
+      out += fmt::format("    {} \u00d7 {} ({})\n", n, rule, info ? info->name : "");
+    }
+  }
+  std::fwrite(out.data(), 1, out.size(), stderr);
+}
+
+// --add-noqa: a suppression on the line of every finding; exit 0 (2 on an error).
+int print_add_noqa(const RunOptions& options, const CheckArgs& a, bool from_stdin) {
+  NoqaReport r = add_noqa(options, !from_stdin);
+  if (!r.result.fatal.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", r.result.fatal);
+    return 2;
+  }
+  for (const auto& e : r.result.errors) fmt::print(stderr, "torchleak: error: {}: {}\n", e.path, e.message);
+  for (const auto& e : r.skipped) fmt::print(stderr, "torchleak: warning: {}: {}\n", e.path, e.message);
+  for (const auto& e : r.write_errors)
+    fmt::print(stderr, "torchleak: error: {}: cannot write the directives: {}\n", e.path, e.message);
+  if (from_stdin) {
+    std::string out = r.files.empty() ? options.overlays.begin()->second : r.files.front().fixed;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  }
+  size_t n = 0;
+  for (const auto& f : r.files) n += static_cast<size_t>(f.fixes_applied);
+  if (!a.quiet)
+    fmt::print(stderr, "torchleak: added {} noqa directive{} to {} file{}\n", n, n == 1 ? "" : "s", r.files.size(),
+               r.files.size() == 1 ? "" : "s");
+  return r.result.errors.empty() && r.write_errors.empty() ? 0 : 2;
+}
+
+// --show-files: the files a run would analyze, one per line; --show-settings:
+// the settings of the first, and where they come from.
+int show_files_or_settings(RunOptions options, const CheckArgs& a) {
+  options.list_only = true;
+  RunResult r = run(options);
+  if (!r.fatal.empty()) {
+    fmt::print(stderr, "torchleak: error: {}\n", r.fatal);
+    return 2;
+  }
+  for (const auto& e : r.errors) fmt::print(stderr, "torchleak: error: {}: {}\n", e.path, e.message);
+  std::string out;
+  if (a.show_files) {
+    for (const auto& f : r.files) out += f + "\n";
+  } else if (r.first_config) {
+    const Config& c = *r.first_config;
+    auto list = [](const std::vector<std::string>& v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}\"{}\"", i ? ", " : "", v[i]);
+      return s + "]";
+    };
+    out += fmt::format("Resolved settings for: \"{}\"\n", r.files.front());
+    out += fmt::format("Settings path: {}\n\n", c.source.empty() ? "(none: the defaults)" : "\"" + c.source + "\"");
+    std::string enabled;
+    for (const auto& rule : Catalogue::builtin().rules())
+      if (c.rule_enabled(rule)) enabled += (enabled.empty() ? "" : ", ") + rule.id;
+    out += fmt::format("enabled rules = [{}]\n", enabled);
+    out += fmt::format("select = {}\nextend-select = {}\nignore = {}\nexclude = {}\n", list(c.select),
+                       list(c.extend_select), list(c.ignore), list(c.exclude));
+    out += "per-file-ignores = {";
+    for (size_t i = 0; i < c.per_file_ignores.size(); ++i)
+      out += fmt::format("{}\"{}\" = {}", i ? ", " : "", c.per_file_ignores[i].pattern,
+                         list(c.per_file_ignores[i].rules));
+    out += "}\n";
+    out += fmt::format("target-torch-version = \"{}\"\n",
+                       c.target_torch_version.empty() ? "current" : c.target_torch_version);
+    out += fmt::format("device-memory = {}\noversized-layer-threshold = {}\n", c.device_memory_bytes,
+                       c.oversized_layer_bytes);
+    out += fmt::format("extra-models = {}\nextra-losses = {}\nextra-optimizers = {}\nextra-data-parallel = {}\n",
+                       list(c.extra_models), list(c.extra_losses), list(c.extra_optimizers),
+                       list(c.extra_data_parallel));
+    out += fmt::format("models = {}\n", list(c.model_files));
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return r.errors.empty() ? 0 : 2;
+}
+
 }  // namespace
 
 void add_check_options(CLI::App& cmd, CheckArgs& a) {
@@ -210,16 +304,43 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd.add_option("--format", a.format, "Output format: text, json, sarif, github or gitlab")
-      ->check(CLI::IsMember({"text", "json", "sarif", "github", "gitlab"}));
-  cmd.add_option("-o,--output", a.output, "Write the report to this file instead of standard output");
+  cmd.add_option("--extend-select", a.extend_select,
+                 "Also these rules, beside the selected ones: codes, names or code prefixes, comma-separated")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--extend-ignore", a.extend_ignore, "Skip these rules too (as --ignore)")
+      ->delimiter(',')
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd.add_option("--output-format,--format", a.format,
+                 "Output format: full (also text), concise, grouped, json, sarif, github, gitlab, junit, pylint or "
+                 "azure")
+      ->envname("TORCHLEAK_OUTPUT_FORMAT")
+      ->check(CLI::IsMember(
+          {"text", "full", "concise", "grouped", "json", "sarif", "github", "gitlab", "junit", "pylint", "azure"}));
+  cmd.add_option("-o,--output-file,--output", a.output, "Write the report to this file instead of standard output")
+      ->envname("TORCHLEAK_OUTPUT_FILE");
   cmd.add_option("--color", a.color, "Colour the text report: auto (on a terminal), always or never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   cmd.add_option("--target-torch-version", a.target_torch_version,
                  "The PyTorch version the code runs on (major.minor)");
-  cmd.add_flag("--exit-zero", a.exit_zero, "Exit 0 even when problems are found");
+  cmd.add_flag("-e,--exit-zero", a.exit_zero, "Exit 0 even when problems are found");
   cmd.add_flag("--statistics", a.statistics, "Count problems per rule instead of listing them");
-  cmd.add_flag("-q,--quiet", a.quiet, "Print the findings only: no summary, no notes");
+  CLI::Option* quiet = cmd.add_flag("-q,--quiet", a.quiet, "Print the findings only: no summary, no notes");
+  CLI::Option* silent =
+      cmd.add_flag("-s,--silent", a.silent, "Print nothing, not even the findings; the exit code says what was found");
+  cmd.add_flag("-v,--verbose", a.verbose,
+               "Also say on standard error which files are analyzed with which configuration, and how long it took")
+      ->excludes(quiet)
+      ->excludes(silent);
+  cmd.add_flag("--show-settings", a.show_settings,
+               "Print the settings that apply to the first file, and the file they come from, and exit");
+  cmd.add_flag("--show-files", a.show_files, "Print the files that would be analyzed, and exit");
+  cmd.add_option("--stdin-filename", a.stdin_filename,
+                 "With the path `-`: the file the standard input is (for its configuration and the report)");
   cmd.add_flag("--no-gitignore", a.no_gitignore, "Also analyze files that .gitignore excludes");
   cmd.add_option("-j,--jobs", a.jobs, "Threads to analyze with (default: one per core)");
   cmd.add_option("--max-file-size", a.max_file_size,
@@ -240,7 +361,11 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* config = cmd.add_option(
       "--config", a.config,
-      "Use this configuration file (pyproject.toml or torchleak.toml) for every file, instead of the nearest one");
+      "Use this configuration file (pyproject.toml or torchleak.toml) for every file, instead of the nearest one; "
+      "or KEY=VALUE: a setting over every file's configuration, as a TOML line (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   CLI::Option* isolated =
       cmd.add_flag("--isolated", a.isolated,
                    "Read no configuration file, and analyze the named files alone (not in the context of their "
@@ -267,6 +392,14 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   cmd.add_option("--write-baseline", a.write_baseline, "Record the current findings in this baseline file and exit")
       ->excludes(baseline);
   CLI::Option* fix = cmd.add_flag("--fix", a.fix, "Apply the safe fixes to the files, then report what remains");
+  CLI::Option* fix_only = cmd.add_flag("--fix-only", a.fix_only,
+                                       "Apply the safe fixes and report nothing of what remains (implies --fix)");
+  cmd.add_flag("--show-fixes", a.show_fixes, "With --fix: list the fixes applied, per file");
+  cmd.add_flag("--exit-non-zero-on-fix", a.exit_non_zero_on_fix,
+               "With --fix: exit 1 when a file was changed, even if nothing remains");
+  CLI::Option* add_noqa = cmd.add_flag("--add-noqa", a.add_noqa,
+                                       "Add `# noqa: TLnnn` to the line of every finding (idempotent), and exit");
+  add_noqa->excludes(fix)->excludes(fix_only);
   CLI::Option* diff =
       cmd.add_flag("--diff", a.diff, "Print the fixes as a unified diff instead of writing them; exit 1 if there are any");
   cmd.add_flag("--unsafe-fixes", a.unsafe_fixes, "With --fix or --diff: also the fixes that may change behaviour");
@@ -275,10 +408,57 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
   diff->excludes("--write-baseline");
 }
 
-int run_check(const CheckArgs& a) {
+int run_check(const CheckArgs& given) {
+  CheckArgs a = given;
+  if (a.fix_only) a.fix = true;
+  if (a.silent) a.quiet = true;
   report::Format format;
   if (!parse_format(a.format, format)) return 2;
-  if (!validate_rule_list(a.select, "--select") || !validate_rule_list(a.ignore, "--ignore")) return 2;
+  if (!validate_rule_list(a.select, "--select") || !validate_rule_list(a.ignore, "--ignore") ||
+      !validate_rule_list(a.extend_select, "--extend-select") ||
+      !validate_rule_list(a.extend_ignore, "--extend-ignore"))
+    return 2;
+  // --config: one configuration file, and KEY=VALUE settings over every file's.
+  std::string config_file;
+  Config overrides;
+  for (const std::string& c : a.config) {
+    std::error_code ec;
+    if (c.find('=') != std::string::npos && !fs::exists(c, ec)) {
+      try {
+        std::optional<Config> parsed = parse_config(c + "\n", "--config");
+        if (parsed) apply_keys(overrides, *parsed);
+      } catch (const ConfigError& e) {
+        fmt::print(stderr, "torchleak: error: {}\n", e.what());
+        return 2;
+      }
+    } else if (!config_file.empty()) {
+      fmt::print(stderr, "torchleak: error: --config names two configuration files ({} and {}); give one\n",
+                 config_file, c);
+      return 2;
+    } else {
+      config_file = c;
+    }
+  }
+  if (a.isolated && !config_file.empty()) {
+    fmt::print(stderr, "torchleak: error: --isolated reads no configuration file, and --config names one\n");
+    return 2;
+  }
+  // `check -`: the standard input, as the file --stdin-filename names.
+  bool from_stdin = a.paths.size() == 1 && a.paths.front() == "-";
+  std::string stdin_text;
+  if (from_stdin) {
+    std::string chunk(1 << 16, '\0');
+    size_t n;
+    while ((n = std::fread(chunk.data(), 1, chunk.size(), stdin)) > 0) stdin_text.append(chunk, 0, n);
+    if (std::ferror(stdin)) {
+      fmt::print(stderr, "torchleak: error: cannot read standard input: {}\n", std::strerror(errno));
+      return 2;
+    }
+    a.paths = {a.stdin_filename.empty() ? std::string("stdin.py") : a.stdin_filename};
+  } else if (!a.stdin_filename.empty()) {
+    fmt::print(stderr, "torchleak: error: --stdin-filename goes with the path `-` (the standard input)\n");
+    return 2;
+  }
   if (a.statistics && format != report::Format::Text && format != report::Format::Json) {
     fmt::print(stderr, "torchleak: error: --statistics goes with --format text (json always has them)\n");
     return 2;
@@ -286,7 +466,11 @@ int run_check(const CheckArgs& a) {
   RunOptions options;
   if (!a.paths.empty()) options.paths = a.paths;
   options.config.select = a.select;
+  options.config.extend_select = a.extend_select;
   options.config.ignore = a.ignore;
+  options.config.ignore.insert(options.config.ignore.end(), a.extend_ignore.begin(), a.extend_ignore.end());
+  options.config_overrides = overrides;
+  if (from_stdin) options.overlays[a.paths.front()] = stdin_text;
   options.config.exclude = a.exclude;
   options.config.target_torch_version = a.target_torch_version;
   options.config.cpp_database_dir = a.build_path;
@@ -295,11 +479,12 @@ int run_check(const CheckArgs& a) {
   options.jobs = a.jobs;
   options.max_file_size = a.max_file_size;
   options.respect_gitignore = !a.no_gitignore;
-  options.config_file = a.config;
+  options.config_file = config_file;
   options.use_config_files = !a.isolated;
   options.project_context = !a.isolated;
   options.project_root = a.project_root;
-  options.use_cache = !a.no_cache;
+  const char* no_cache_env = std::getenv("TORCHLEAK_NO_CACHE");
+  options.use_cache = !a.no_cache && !(no_cache_env && *no_cache_env && std::string_view(no_cache_env) != "0");
   options.facts_files = a.facts_files;
   options.cache_dir = a.cache_dir;
   options.report_unused_suppressions = a.report_unused_suppressions;
@@ -313,6 +498,11 @@ int run_check(const CheckArgs& a) {
       return 2;
     }
   }
+  if ((a.show_fixes || a.exit_non_zero_on_fix) && !a.fix) {
+    fmt::print(stderr, "torchleak: error: {} goes with --fix\n", a.show_fixes ? "--show-fixes" : "--exit-non-zero-on-fix");
+    return 2;
+  }
+  if (a.show_files || a.show_settings) return show_files_or_settings(options, a);
   if (a.unsafe_fixes && !a.fix && !a.diff) {
     fmt::print(stderr, "torchleak: error: --unsafe-fixes goes with --fix or --diff\n");
     return 2;
@@ -320,11 +510,21 @@ int run_check(const CheckArgs& a) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
 
+  if (a.verbose) {
+    RunOptions list = options;
+    list.list_only = true;
+    RunResult files = run(list);
+    for (size_t i = 0; i < files.files.size(); ++i)
+      fmt::print(stderr, "torchleak: verbose: {}: settings from {}\n", files.files[i],
+                 files.settings_sources[i].empty() ? "the defaults" : files.settings_sources[i]);
+  }
   if (a.diff) return print_fix_diff(options, a);
+  if (a.add_noqa) return print_add_noqa(options, a, from_stdin);
   std::optional<FixReport> fixed;
   if (a.fix) {
     FixOptions fo;
     fo.unsafe = a.unsafe_fixes;
+    fo.write = !from_stdin;  // the fixed standard input goes to standard output
     fixed = fix(options, fo);
   }
   RunResult result = fixed ? std::move(fixed->remaining) : run(options);
@@ -363,7 +563,30 @@ int run_check(const CheckArgs& a) {
                  a.baseline, gone, gone == 1 ? "" : "s", gone == 1 ? "s" : "");
   }
 
+  if (a.verbose)
+    fmt::print(stderr, "torchleak: verbose: {} file{} analyzed, {} other file{} of the project read for {} ({} from the "
+               "cache{}), in {:.2f} s\n",
+               result.files_analyzed, result.files_analyzed == 1 ? "" : "s", result.context_files,
+               result.context_files == 1 ? "" : "s", result.context_files == 1 ? "its facts" : "their facts",
+               result.cached_files, result.cache_dir.empty() ? ": none" : " in " + result.cache_dir, result.seconds);
   if (fixed && !a.quiet) print_fix_summary(*fixed, result.diagnostics, a.unsafe_fixes);
+  if (fixed && a.show_fixes && !a.silent) print_fixes_applied(*fixed);
+  // --fix on the standard input: the fixed text on standard output, the
+  // findings that remain on standard error.
+  bool report_to_stderr = false;
+  if (fixed && from_stdin) {
+    std::string out = fixed->files.empty() ? stdin_text : fixed->files.front().fixed;
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    std::fflush(stdout);
+    report_to_stderr = a.output.empty();
+  }
+  bool changed = fixed && !fixed->files.empty();
+  if (a.fix_only || a.silent) {
+    if (!result.errors.empty() || write_failed) return 2;
+    if (a.fix_only) return a.exit_non_zero_on_fix && changed ? 1 : 0;
+    if (a.exit_non_zero_on_fix && changed) return 1;
+    return !result.diagnostics.empty() && !a.exit_zero ? 1 : 0;
+  }
 
   report::Options ropt;
   ropt.color = format == report::Format::Text && use_color(a.color, a.output.empty() && ::isatty(STDOUT_FILENO));
@@ -375,7 +598,9 @@ int run_check(const CheckArgs& a) {
     fmt::print(stderr, "torchleak: warning: {} results; the SARIF report keeps the first 25000 (code scanning's limit)\n",
                result.diagnostics.size());
   std::string text = report::render(format, result, ropt);
-  if (a.output.empty()) {
+  if (report_to_stderr) {
+    std::fwrite(text.data(), 1, text.size(), stderr);
+  } else if (a.output.empty()) {
     bool written = std::fwrite(text.data(), 1, text.size(), stdout) == text.size() && std::fflush(stdout) == 0;
     if (!written) {
       fmt::print(stderr, "torchleak: error: cannot write the report to standard output: {}\n", std::strerror(errno));
@@ -386,6 +611,7 @@ int run_check(const CheckArgs& a) {
     return 2;
   }
   if (!result.errors.empty() || write_failed) return 2;
+  if (a.exit_non_zero_on_fix && changed) return 1;
   if (!result.diagnostics.empty() && !a.exit_zero) return 1;
   return 0;
 }

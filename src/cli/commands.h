@@ -11,14 +11,23 @@ namespace torchleak {
 struct CheckArgs {
   std::vector<std::string> paths;
   std::vector<std::string> select, ignore, exclude;
+  std::vector<std::string> extend_select, extend_ignore;
   std::string format = "text";
   std::string output;
   std::string color = "auto";
-  std::string config;
+  // --config: at most one configuration file, and any number of KEY=VALUE
+  // settings (a TOML line) over every file's configuration.
+  std::vector<std::string> config;
   std::string target_torch_version;
   bool exit_zero = false;
   bool statistics = false;
   bool quiet = false;
+  bool silent = false;   // -s: print nothing; the exit code tells
+  bool verbose = false;  // -v: which files, which configuration, how long
+  bool show_settings = false, show_files = false;
+  bool add_noqa = false;  // add `# noqa: TLnnn` to every finding's line
+  bool fix_only = false, show_fixes = false, exit_non_zero_on_fix = false;
+  std::string stdin_filename;  // `check -`: the path the standard input stands for
   bool no_gitignore = false;
   unsigned jobs = 0;
   uint64_t max_file_size = 10u << 20;  // bytes; 0: no limit

@@ -2,7 +2,12 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "cli/commands.h"
+#include "core/config_file.h"
 #include "lsp/server.h"
 #include "version.h"
 
@@ -37,6 +42,28 @@ int main(int argc, char** argv) {
   CLI::App* clean_cmd = app.add_subcommand("clean", "Remove the cache of a project (.torchleak_cache)");
   add_clean_options(*clean_cmd, clean);
 
+  // An unknown command names the known ones (and the nearest, for a typo).
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string given = argv[1];
+    std::vector<std::string> known;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) known.push_back(sub->get_name());
+    if (std::find(known.begin(), known.end(), given) == known.end()) {
+      std::string nearest;
+      size_t best = 3;
+      for (const auto& k : known) {
+        size_t d = edit_distance(given, k);
+        if (d < best) {
+          best = d;
+          nearest = k;
+        }
+      }
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      fmt::print(stderr, "torchleak: error: unknown command '{}' (the commands are {}){}\n", given, list,
+                 nearest.empty() ? "" : fmt::format("; did you mean '{}'?", nearest));
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,7 +18,7 @@ bool rule_listed(const RuleInfo& rule, const std::vector<std::string>& list) {
 }
 
 bool Config::rule_enabled(const RuleInfo& rule) const {
-  if (!select.empty() && !rule_listed(rule, select)) return false;
+  if (!select.empty() && !rule_listed(rule, select) && !rule_listed(rule, extend_select)) return false;
   return !rule_listed(rule, ignore);
 }
 

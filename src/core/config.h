@@ -23,8 +23,15 @@ struct Config {
   std::string source;  // the file this came from, empty for defaults
   std::string root;    // the directory of `source`; per-file-ignores are relative to it
   std::vector<std::string> select;  // codes or names; empty means every rule
+  std::vector<std::string> extend_select;  // added to `select` (when it is not every rule)
   std::vector<std::string> ignore;
   std::vector<std::string> exclude;  // globs
+  // `extend`: another configuration file this one builds on (its settings
+  // first, this file's keys on top), as written: relative to this file.
+  std::string extend;
+  // The keys the file (or `--config KEY=VALUE`) set, for layering one
+  // configuration on another key by key.
+  std::vector<std::string> keys_set;
   std::vector<PerFileIgnore> per_file_ignores;
   // The PyTorch version the code runs on, "major.minor"; empty means current.
   std::string target_torch_version;

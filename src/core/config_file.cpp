@@ -37,6 +37,8 @@ std::string_view a_type(const toml::node& n) {
   }
 }
 
+}  // namespace
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -51,6 +53,8 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   }
   return row[b.size()];
 }
+
+namespace {
 
 // Reads one table of settings, naming the file and the key in every error.
 class Reader {
@@ -118,10 +122,19 @@ class Reader {
     Config c;
     for (const auto& [k, node] : t) {
       std::string_view key = k.str();
+      c.keys_set.emplace_back(key);
       if (key == "select") {
         c.select = rules(node, key);
-      } else if (key == "ignore") {
-        c.ignore = rules(node, key);
+      } else if (key == "extend-select") {
+        c.extend_select = rules(node, key);
+      } else if (key == "ignore" || key == "extend-ignore") {
+        std::vector<std::string> r = rules(node, key);
+        c.ignore.insert(c.ignore.end(), r.begin(), r.end());
+      } else if (key == "extend") {
+        auto s = node.value_exact<std::string>();
+        if (!s || s->empty())
+          fail(node, key, fmt::format("must be the path of another configuration file, not {}", a_type(node)));
+        c.extend = *s;
       } else if (key == "exclude") {
         c.exclude = strings(node, key);
       } else if (key == "per-file-ignores") {
@@ -237,7 +250,8 @@ void attach_models(Config& c, const fs::path& dir) {
 
 const std::vector<std::string_view>& config_keys() {
   static const std::vector<std::string_view> keys = {
-      "select",       "ignore",       "exclude",          "per-file-ignores",   "target-torch-version",
+      "extend",       "select",       "extend-select",    "ignore",             "extend-ignore",
+      "exclude",      "per-file-ignores",   "target-torch-version",
       "device-memory", "oversized-layer-threshold", "extra-models", "extra-losses", "extra-optimizers",
       "extra-data-parallel", "models"};
   return keys;
@@ -299,7 +313,44 @@ std::optional<Config> parse_config(std::string_view text, const std::string& dis
   return Reader(display_path, "[tool.torchleak]").read(*table);
 }
 
-std::optional<Config> load_config_file(const std::string& path) {
+void apply_keys(Config& to, const Config& from) {
+  for (const std::string& key : from.keys_set) {
+    if (key == "select") to.select = from.select;
+    else if (key == "extend-select") to.extend_select.insert(to.extend_select.end(), from.extend_select.begin(),
+                                                             from.extend_select.end());
+    else if (key == "ignore" || key == "extend-ignore") {
+      // below, once
+    }    else if (key == "exclude") to.exclude = from.exclude;
+    else if (key == "per-file-ignores") to.per_file_ignores = from.per_file_ignores;
+    else if (key == "target-torch-version") to.target_torch_version = from.target_torch_version;
+    else if (key == "device-memory") {
+      to.device_memory_bytes = from.device_memory_bytes;
+      if (!to.oversized_layer_set) to.oversized_layer_bytes = from.oversized_layer_bytes;
+    } else if (key == "oversized-layer-threshold") {
+      to.oversized_layer_bytes = from.oversized_layer_bytes;
+      to.oversized_layer_set = true;
+    } else if (key == "extra-models") to.extra_models = from.extra_models;
+    else if (key == "extra-losses") to.extra_losses = from.extra_losses;
+    else if (key == "extra-optimizers") to.extra_optimizers = from.extra_optimizers;
+    else if (key == "extra-data-parallel") to.extra_data_parallel = from.extra_data_parallel;
+    else if (key == "models") to.model_files = from.model_files;
+    if (std::find(to.keys_set.begin(), to.keys_set.end(), key) == to.keys_set.end()) to.keys_set.push_back(key);
+  }
+  // `ignore` as written replaces, `extend-ignore` adds; both land in ignore.
+  bool replaces = std::find(from.keys_set.begin(), from.keys_set.end(), "ignore") != from.keys_set.end();
+  if (replaces) to.ignore = from.ignore;
+  else to.ignore.insert(to.ignore.end(), from.ignore.begin(), from.ignore.end());
+}
+
+namespace {
+
+// A configuration file and the ones it extends, the furthest first.
+std::optional<Config> load_extending(const std::string& path, std::vector<std::string>& chain) {
+  std::error_code ec;
+  std::string absolute = fs::weakly_canonical(fs::absolute(path, ec), ec).string();
+  if (std::find(chain.begin(), chain.end(), absolute) != chain.end())
+    throw ConfigError(fmt::format("{}: `extend` goes round in a circle back to this file", path));
+  chain.push_back(absolute);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -308,15 +359,36 @@ std::optional<Config> load_config_file(const std::string& path) {
   }
   std::ostringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  std::optional<Config> own = parse_config(ss.str(), path);
+  if (!own || own->extend.empty()) return own;
+  fs::path dir = fs::path(path).parent_path();
+  std::string base_path = (fs::path(own->extend).is_absolute() ? fs::path(own->extend) : dir / own->extend).string();
+  std::optional<Config> base = load_extending(base_path, chain);
+  if (!base) throw ConfigError(fmt::format("{}: `extend` names {}, which has no [tool.torchleak] table", path, own->extend));
+  // The base's model files are relative to the base's directory.
+  for (auto& m : base->model_files)
+    if (!fs::path(m).is_absolute()) m = fs::relative(fs::absolute(fs::path(base_path).parent_path() / m, ec), fs::absolute(dir, ec), ec).string();
+  Config out = std::move(*base);
+  apply_keys(out, *own);
+  out.extend.clear();
+  return out;
+}
+
+}  // namespace
+
+std::optional<Config> load_config_file(const std::string& path) {
+  std::vector<std::string> chain;
+  return load_extending(path, chain);
 }
 
 Config layer_command_line(Config file, const Config& cli) {
   Config out = std::move(file);
   if (!cli.select.empty()) {
     out.select = cli.select;
+    out.extend_select = cli.extend_select;
     out.ignore = cli.ignore;
   } else {
+    out.extend_select.insert(out.extend_select.end(), cli.extend_select.begin(), cli.extend_select.end());
     out.ignore.insert(out.ignore.end(), cli.ignore.begin(), cli.ignore.end());
   }
   if (!cli.target_torch_version.empty()) out.target_torch_version = cli.target_torch_version;
@@ -345,15 +417,24 @@ Config layer_command_line(Config file, const Config& cli) {
   return out;
 }
 
-ConfigResolver::ConfigResolver(Config command_line, std::string config_file, bool discover)
-    : command_line_(std::move(command_line)), config_file_(std::move(config_file)), discover_(discover) {
+ConfigResolver::ConfigResolver(Config command_line, std::string config_file, bool discover, Config overrides)
+    : command_line_(std::move(command_line)),
+      overrides_(std::move(overrides)),
+      config_file_(std::move(config_file)),
+      discover_(discover) {
   std::error_code ec;
   cwd_ = fs::current_path(ec);
 }
 
+Config ConfigResolver::layered(Config file) const {
+  Config c = layer_command_line(std::move(file), command_line_);
+  apply_keys(c, overrides_);
+  return c;
+}
+
 const Config& ConfigResolver::defaults() {
   if (!defaults_) {
-    defaults_ = std::make_unique<Config>(layer_command_line(Config{}, command_line_));
+    defaults_ = std::make_unique<Config>(layered(Config{}));
     defaults_->root = cwd_.string();
   }
   return *defaults_;
@@ -368,7 +449,7 @@ const Config& ConfigResolver::for_directory(const fs::path& directory) {
     if (it != by_file_.end()) return *it->second;
     std::optional<Config> parsed = load_config_file(config_file_);
     if (!parsed) throw ConfigError(fmt::format("{}: has no [tool.torchleak] table", config_file_));
-    auto c = std::make_unique<Config>(layer_command_line(std::move(*parsed), command_line_));
+    auto c = std::make_unique<Config>(layered(std::move(*parsed)));
     c->source = config_file_;
     c->root = cwd_.string();  // as ruff: --config's relative globs are relative to the working directory
     attach_models(*c, file.parent_path());
@@ -395,7 +476,7 @@ const Config& ConfigResolver::for_directory(const fs::path& directory) {
         std::optional<Config> parsed = load_config_file(display(candidate, cwd_));
         std::unique_ptr<Config> c;
         if (parsed) {
-          c = std::make_unique<Config>(layer_command_line(std::move(*parsed), command_line_));
+          c = std::make_unique<Config>(layered(std::move(*parsed)));
           c->source = display(candidate, cwd_);
           c->root = d.string();
           attach_models(*c, d);

@@ -27,6 +27,9 @@ class ConfigError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Levenshtein distance, for "did you mean" hints.
+size_t edit_distance(std::string_view a, std::string_view b);
+
 // The keys a configuration may set, in the order the documentation lists them.
 const std::vector<std::string_view>& config_keys();
 
@@ -51,13 +54,19 @@ std::optional<uint64_t> parse_size(std::string_view text);
 // lists and per-file-ignores add up. --exclude is applied by discovery.
 Config layer_command_line(Config file, const Config& command_line);
 
+// `to` with the keys `from` set (Config::keys_set) taken from `from`, as a
+// configuration file layers on the one it extends and `--config KEY=VALUE`
+// on every file's: extend-select and extend-ignore add, every other key replaces.
+void apply_keys(Config& to, const Config& from);
+
 // Finds the configuration of each file, once per directory.
 class ConfigResolver {
  public:
   // `command_line`: the settings given on the command line. `config_file`:
   // --config, used for every file, or "" to discover the nearest one per file.
   // `discover`: false to use no configuration file at all.
-  ConfigResolver(Config command_line, std::string config_file, bool discover = true);
+  // `overrides`: `--config KEY=VALUE` settings, over every file's (apply_keys).
+  ConfigResolver(Config command_line, std::string config_file, bool discover = true, Config overrides = {});
 
   // The settings for the file at `path`. Throws ConfigError.
   const Config& for_file(const std::string& path);
@@ -70,8 +79,10 @@ class ConfigResolver {
 
  private:
   const Config& defaults();
+  Config layered(Config file) const;
 
   Config command_line_;
+  Config overrides_;
   std::string config_file_;
   bool discover_;
   std::filesystem::path cwd_;

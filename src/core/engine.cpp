@@ -472,7 +472,7 @@ RunResult run(const RunOptions& options) {
   auto t0 = std::chrono::steady_clock::now();
   // Each file's settings: its nearest configuration file under the command
   // line's. Resolved here, before the parallel phase, which only reads them.
-  ConfigResolver configs(options.config, options.config_file, options.use_config_files);
+  ConfigResolver configs(options.config, options.config_file, options.use_config_files, options.config_overrides);
   std::string fatal;
   DiscoveryOptions dopt;
   dopt.exclude = options.config.exclude;
@@ -485,8 +485,32 @@ RunResult run(const RunOptions& options) {
       return false;
     }
   };
-  DiscoveredFiles found = discover(options.paths, dopt, any_frontend_handles);
+  // A path with a buffer and no file (the standard input's) is taken as given.
+  std::vector<std::string> on_disk, buffers;
+  for (const std::string& p : options.paths) {
+    std::error_code ec;
+    bool buffer = options.overlays.count(p) && !std::filesystem::exists(p, ec);
+    (buffer ? buffers : on_disk).push_back(p);
+  }
+  DiscoveredFiles found = on_disk.empty() ? DiscoveredFiles{} : discover(on_disk, dopt, any_frontend_handles);
+  for (const std::string& p : buffers) {
+    if (any_frontend_handles(p)) found.files.push_back(p);
+    else found.errors.emplace_back(p, "not a Python or C++ source file");
+  }
   size_t targets = found.files.size();
+  if (options.list_only) {
+    RunResult out;
+    out.files = found.files;
+    for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
+    try {
+      if (!found.files.empty()) out.first_config = configs.for_file(found.files.front());
+      for (const std::string& f : found.files) out.settings_sources.push_back(configs.for_file(f).source);
+    } catch (const ConfigError& e) {
+      out.fatal = e.what();
+    }
+    if (!fatal.empty()) out.fatal = fatal;
+    return out;
+  }
   std::vector<std::string> files = found.files;
   std::string root;
   // Other shards' facts stand for the rest of the project (not the named files' own).

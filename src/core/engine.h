@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,8 @@ struct RunOptions {
   // the one file for all; `use_config_files` false reads none.
   std::string config_file;
   bool use_config_files = true;
+  // `--config KEY=VALUE`: settings over every file's (Config::keys_set names them).
+  Config config_overrides;
   // The files named are analyzed in the context of their project (the
   // directory of the nearest configuration file, else the repository's root;
   // `project_root` when given): the facts of the project's other Python files
@@ -55,8 +58,12 @@ struct RunOptions {
   bool report_unused_suppressions = false;
   unsigned jobs = 0;  // 0: one per core
   bool respect_gitignore = true;
-  // Buffers that take precedence over the files on disk (the editor's).
+  // Buffers that take precedence over the files on disk (the editor's, the
+  // standard input's). A path of `paths` with a buffer need not exist on disk.
   std::map<std::string, std::string> overlays;
+  // Discover the files and resolve their settings, analyze nothing
+  // (RunResult::files, RunResult::first_config): --show-files, --show-settings.
+  bool list_only = false;
   // Files larger than this many bytes are skipped with a note ("skipped: too
   // large"); 0: no limit. The default is far above any hand-written source.
   uint64_t max_file_size = kDefaultMaxFileSize;
@@ -73,6 +80,11 @@ struct RunResult {
   size_t cached_files = 0;   // ... of which the facts came from the cache
   std::string cache_dir;     // the facts cache used, "" for none
   std::vector<Fact> facts;   // the named files' facts, with RunOptions::keep_facts
+  // With RunOptions::list_only: the files that would be analyzed, and the
+  // settings of the first one.
+  std::vector<std::string> files;
+  std::vector<std::string> settings_sources;  // per file: its configuration file, "" for the defaults
+  std::optional<Config> first_config;
   size_t lines_analyzed = 0;
   double seconds = 0;
   bool cancelled = false;

@@ -1,5 +1,7 @@
 #include "core/fixer.h"
 
+#include <fmt/format.h>
+
 #include <dtl/dtl.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -54,6 +56,26 @@ std::string with_line_endings(const std::string& text, bool crlf) {
     out += text[i];
   }
   return out;
+}
+
+// The text of `path` as the run saw it: a buffer's, else the file's. False
+// when it cannot be read.
+bool current_text(const RunOptions& options, const std::string& path, std::string& out) {
+  if (auto ov = options.overlays.find(path); ov != options.overlays.end()) {
+    out = ov->second;  // a buffer (the standard input's)
+    return true;
+  }
+  return read_all(path, out);
+}
+
+// A notebook's cells, when `path` is one: its fixes and directives are edits
+// of its program, written back into its cells. False for a notebook that
+// cannot be read (the run reported it).
+bool notebook_of(const std::string& path, const std::string& text, std::optional<Notebook>& out) {
+  if (!is_notebook_path(path)) return true;
+  std::string error, language;
+  out = read_notebook(text, error, language);
+  return out.has_value();
 }
 
 }  // namespace
@@ -130,22 +152,18 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
       std::string current;
       if (it != files.end()) {
         current = it->second.fixed;
-      } else if (!read_all(path, current)) {
+      } else if (!current_text(options, path, current)) {
         continue;
       }
-      // A notebook: the fixes are edits of its program, written back into its cells.
       std::optional<Notebook> notebook;
-      if (is_notebook_path(path)) {
-        std::string error, language;
-        notebook = read_notebook(current, error, language);
-        if (!notebook) continue;
-      }
+      if (!notebook_of(path, current, notebook)) continue;
       const std::string& program = notebook ? notebook->program : current;
       bool crlf = program.find("\r\n") != std::string::npos;
       // Whole fixes only: a fix whose edits overlap an earlier fix waits for the next pass.
       std::vector<Edit> edits;
       std::vector<std::pair<uint32_t, uint32_t>> taken;
       int fixes = 0;
+      std::map<std::string, int> by_rule;
       for (const Diagnostic* d : diags) {
         bool overlaps = false;
         for (const auto& e : d->fix->edits)
@@ -158,6 +176,7 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
           edits.push_back(std::move(e));
         }
         ++fixes;
+        ++by_rule[d->rule_id];
       }
       int applied = 0;
       std::string next = apply_edits(program, edits, &applied);
@@ -177,9 +196,10 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
         }
       }
       if (next == current) continue;
-      if (it == files.end()) it = files.emplace(path, FixedFile{path, current, current, 0}).first;
+      if (it == files.end()) it = files.emplace(path, FixedFile{path, current, current, 0, {}}).first;
       it->second.fixed = std::move(next);
       it->second.fixes_applied += fixes;
+      for (const auto& [rule, n] : by_rule) it->second.rules_fixed[rule] += n;
       applied_this_pass += fixes;
     }
     report.fixes_applied += applied_this_pass;
@@ -204,6 +224,85 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
       }
     }
     report.files.push_back(std::move(f));
+  }
+  return report;
+}
+
+NoqaReport add_noqa(const RunOptions& options, bool write) {
+  NoqaReport report;
+  report.result = run(options);
+  std::map<std::string, std::map<uint32_t, std::vector<const Diagnostic*>>> by_line;
+  for (const auto& d : report.result.diagnostics) by_line[d.path][d.start.line].push_back(&d);
+  for (const auto& [path, lines] : by_line) {
+    std::string current;
+    std::optional<Notebook> notebook;
+    if (!current_text(options, path, current) || !notebook_of(path, current, notebook)) continue;
+    const std::string& program = notebook ? notebook->program : current;
+    bool cpp = is_cpp_source_path(path);
+    std::vector<Edit> edits;
+    for (const auto& [line, diags] : lines) {
+      std::set<std::string> codes;
+      for (const Diagnostic* d : diags) codes.insert(d->rule_id);
+      // The end of the finding's line in the program, before any \r.
+      uint32_t at = diags.front()->start_byte;
+      size_t end = program.find('\n', at);
+      if (end == std::string::npos) end = program.size();
+      size_t begin = program.rfind('\n', at == 0 ? 0 : at - 1);
+      begin = begin == std::string::npos || at == 0 ? 0 : begin + 1;
+      if (end > begin && program[end - 1] == '\r') --end;
+      size_t text_end = end;
+      while (text_end > begin && (program[text_end - 1] == ' ' || program[text_end - 1] == '\t')) --text_end;
+      std::string_view text(program.data() + begin, text_end - begin);
+      if (!text.empty() && text.back() == '\\') {
+        report.skipped.push_back({path, fmt::format("line {}: continued with a backslash; no noqa added", line)});
+        continue;
+      }
+      std::string list;
+      for (const auto& c : codes) list += (list.empty() ? "" : cpp ? "," : ", ") + (cpp ? "torchleak-" + c : c);
+      // A `# noqa: A, B` that ends the line, after every quote: extend it.
+      size_t hash = cpp ? std::string_view::npos : text.rfind('#');
+      std::string_view tail = hash == std::string_view::npos ? std::string_view() : text.substr(hash);
+      bool extend = false;
+      size_t last_quote = text.find_last_of("\"'");
+      if (!tail.empty() && (last_quote == std::string_view::npos || last_quote < hash)) {
+        std::string_view t = tail.substr(1);
+        while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+        if (t.size() > 5 && (t.substr(0, 5) == "noqa:" || t.substr(0, 5) == "NOQA:")) {
+          std::string_view codes_text = t.substr(5);
+          extend = std::all_of(codes_text.begin(), codes_text.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == ',' || c == ' ';
+          });
+        }
+      }
+      if (extend)
+        edits.push_back({static_cast<uint32_t>(text_end), static_cast<uint32_t>(text_end), ", " + list});
+      else
+        edits.push_back({static_cast<uint32_t>(text_end), static_cast<uint32_t>(end),
+                         cpp ? "  // NOLINT(" + list + ")" : "  # noqa: " + list});
+    }
+    if (edits.empty()) continue;
+    std::string next = apply_edits(program, edits, nullptr);
+    const LanguageFrontend* frontend = frontend_for(path);
+    if (!cpp && frontend && !frontend->parses(next)) {
+      report.skipped.push_back({path, "a noqa comment would have broken the syntax; none added to this file"});
+      continue;
+    }
+    if (notebook) {
+      std::string error;
+      next = apply_to_notebook(*notebook, current, edits, error);
+      if (!error.empty()) {
+        report.skipped.push_back({path, error + "; no noqa added to this notebook"});
+        continue;
+      }
+    }
+    if (write) {
+      std::string err = write_file_atomically(path, next);
+      if (!err.empty()) {
+        report.write_errors.push_back({path, err});
+        continue;
+      }
+    }
+    report.files.push_back({path, current, next, static_cast<int>(edits.size()), {}});
   }
   return report;
 }

@@ -23,6 +23,7 @@ struct FixedFile {
   std::string original;
   std::string fixed;
   int fixes_applied = 0;
+  std::map<std::string, int> rules_fixed;  // fixes applied per rule
 };
 
 struct FixReport {
@@ -43,6 +44,20 @@ std::string apply_edits(const std::string& text, std::vector<Edit> edits, int* a
 
 // Runs the analysis, applies fixes, runs again, until a pass fixes nothing.
 FixReport fix(const RunOptions& options, const FixOptions& fix_options);
+
+struct NoqaReport {
+  std::vector<FixedFile> files;    // files given directives (fixes_applied: how many lines)
+  std::vector<FileError> skipped;  // findings given none, and why
+  std::vector<FileError> write_errors;
+  RunResult result;                // the findings directives were added for
+};
+
+// --add-noqa: adds a suppression naming the rule to the line of every finding
+// (`# noqa: TL001` in Python and notebooks, `// NOLINT(torchleak-TL001)` in
+// C++), extending a `# noqa: ...` list that ends the line; the text re-parsed
+// before it is written, atomically when `write`. A second run finds nothing
+// to add.
+NoqaReport add_noqa(const RunOptions& options, bool write = true);
 
 // A unified diff of two texts, labelled a/PATH and b/PATH.
 std::string unified_diff(const std::string& path, const std::string& before, const std::string& after);

@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 
 namespace torchleak {
@@ -125,9 +126,25 @@ void parse_torchleak(std::string_view text, size_t marker, size_t at, ParsedComm
     out.directives.push_back(std::move(d));
     return;
   }
+  if (word == "noqa") {
+    // `noqa` and its codes, read as a line's `# noqa` is, for the whole file.
+    ParsedComment codes;
+    parse_noqa(text, w - 1, codes);
+    for (auto& p : codes.problems) {
+      std::string what = "`# noqa`";
+      if (size_t at = p.find(what); at != std::string::npos) p.replace(at, what.size(), "`torchleak: noqa`");
+      out.problems.push_back(std::move(p));
+    }
+    for (auto& c : codes.directives) {
+      c.kind = DirectiveKind::FileNoqa;
+      c.start = static_cast<uint32_t>(marker);
+      out.directives.push_back(std::move(c));
+    }
+    return;
+  }
   if (word != "ignore") {
-    out.problems.push_back(fmt::format("unknown directive `torchleak: {}` (expected `torchleak: ignore[<rules>]` or "
-                                       "`torchleak: skip-file`)",
+    out.problems.push_back(fmt::format("unknown directive `torchleak: {}` (expected `torchleak: ignore[<rules>]`, "
+                                       "`torchleak: noqa: <codes>` or `torchleak: skip-file`)",
                                        word.empty() ? text.substr(w, std::min<size_t>(12, text.size() - w)) : word));
     return;
   }
@@ -174,6 +191,7 @@ std::string_view directive_name(DirectiveKind kind) {
     case DirectiveKind::Noqa: return "noqa";
     case DirectiveKind::Ignore: return "torchleak: ignore";
     case DirectiveKind::SkipFile: return "torchleak: skip-file";
+    case DirectiveKind::FileNoqa: return "torchleak: noqa";
     case DirectiveKind::Nolint: return "NOLINT";
     case DirectiveKind::NolintNextLine: return "NOLINTNEXTLINE";
     case DirectiveKind::NolintBegin: return "NOLINTBEGIN";
@@ -263,6 +281,7 @@ ParsedComment parse_comment(std::string_view text) {
 bool code_is_torchleaks(DirectiveKind kind, std::string_view code) {
   switch (kind) {
     case DirectiveKind::Noqa:
+    case DirectiveKind::FileNoqa:
       return code.size() > 2 && iequals(code.substr(0, 2), "TL") &&
              std::all_of(code.begin() + 2, code.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
     case DirectiveKind::Ignore:
@@ -277,7 +296,8 @@ bool code_is_torchleaks(DirectiveKind kind, std::string_view code) {
 
 bool code_names_rule(DirectiveKind kind, std::string_view code, const RuleInfo& rule) {
   switch (kind) {
-    case DirectiveKind::Noqa: return iequals(code, rule.id);
+    case DirectiveKind::Noqa:
+    case DirectiveKind::FileNoqa: return iequals(code, rule.id);
     case DirectiveKind::Ignore: return iequals(code, rule.id) || code == rule.name;
     case DirectiveKind::SkipFile: return true;
     case DirectiveKind::Nolint:
@@ -326,6 +346,10 @@ FileSuppressions::FileSuppressions(std::vector<Comment> comments, uint32_t first
         case DirectiveKind::Ignore:
         case DirectiveKind::Nolint: e.first_line = e.last_line = e.line; break;
         case DirectiveKind::NolintNextLine: e.first_line = e.last_line = e.line + 1; break;
+        case DirectiveKind::FileNoqa:
+          e.first_line = 1;
+          e.last_line = std::numeric_limits<uint32_t>::max();
+          break;
         case DirectiveKind::SkipFile:
           if (first_statement_line == 0 || e.line < first_statement_line) {
             skip_file_ = true;

@@ -33,6 +33,7 @@ enum class DirectiveKind : uint8_t {
   Noqa,            // # noqa, # noqa: TL001, E501
   Ignore,          // # torchleak: ignore, # torchleak: ignore[TL001, name]
   SkipFile,        // # torchleak: skip-file
+  FileNoqa,        // # torchleak: noqa, # torchleak: noqa: TL001 (the whole file, as ruff's `# ruff: noqa`)
   Nolint,          // NOLINT, NOLINT(torchleak-name, ...)
   NolintNextLine,  // NOLINTNEXTLINE(...)
   NolintBegin,     // NOLINTBEGIN(...)

@@ -10,7 +10,9 @@
 
 namespace torchleak::report {
 
-enum class Format { Text, Json, Sarif, Github, Gitlab };
+// Text is ruff's `full` (each finding with its source line); the line-per-
+// finding formats (concise, grouped, pylint, azure, junit) are in lines.cpp.
+enum class Format { Text, Json, Sarif, Github, Gitlab, Concise, Grouped, Pylint, Azure, Junit };
 
 struct Options {
   bool color = false;       // text: ANSI colours
@@ -31,6 +33,18 @@ std::string render_sarif(const RunResult& result, const Options& options);
 // the file that is not such a report.
 std::string merge_sarif_runs(const std::vector<std::string>& paths, const std::string& category);
 std::string render_github(const RunResult& result, const Options& options);
+std::string render_concise(const RunResult& result, const Options& options);
+std::string render_grouped(const RunResult& result, const Options& options);
+std::string render_pylint(const RunResult& result, const Options& options);
+std::string render_azure(const RunResult& result, const Options& options);
+std::string render_junit(const RunResult& result, const Options& options);
+
+// The text report's closing summary: "Found 2 problems in 1 file (1 file
+// analyzed in 0.01 s); 1 fixable with --fix".
+std::string summary_line(const RunResult& result);
+
+// Whether --fix (without --unsafe-fixes) fixes the finding.
+bool fixable(const Diagnostic& d);
 std::string render_gitlab(const RunResult& result, const Options& options);
 
 // What a finding is, not where it is: the rule, the repository path, the

@@ -4,6 +4,7 @@
 // the fix, and a closing summary.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "report/report.h"
@@ -71,8 +72,12 @@ std::string finding(const Diagnostic& d, const Catalogue& catalogue, const Style
 }
 
 // Problems per rule, most frequent first:   3  TL001  accumulate-undetached
+// A rule with a finding that --fix fixes is marked [*], as ruff marks them.
 std::string statistics(const RunResult& result, const Catalogue& catalogue) {
   auto counts = problems_per_rule(result);
+  std::set<std::string> fixable_rules;
+  for (const auto& d : result.diagnostics)
+    if (fixable(d)) fixable_rules.insert(d.rule_id);
   size_t count_width = 1, id_width = 1;
   for (const auto& [id, n] : counts) {
     count_width = std::max(count_width, std::to_string(n).size());
@@ -81,12 +86,15 @@ std::string statistics(const RunResult& result, const Catalogue& catalogue) {
   std::string out;
   for (const auto& [id, n] : counts) {
     const RuleInfo* rule = catalogue.find(id);
-    out += fmt::format("{:>{}}  {:<{}}  {}\n", n, count_width, id, id_width, rule ? rule->name : "");
+    out += fmt::format("{:>{}}  {:<{}}  {} {}\n", n, count_width, id, id_width,
+                       fixable_rules.count(id) ? "[*]" : "[ ]", rule ? rule->name : "");
   }
   return out;
 }
 
-std::string summary(const RunResult& result) {
+}  // namespace
+
+std::string summary_line(const RunResult& result) {
   std::set<std::string> files;
   for (const auto& d : result.diagnostics) files.insert(d.path);
   std::string context = result.context_files
@@ -98,12 +106,12 @@ std::string summary(const RunResult& result) {
                         ? fmt::format("No problems found {}", tail)
                         : fmt::format("Found {} in {} {}", plural(result.diagnostics.size(), "problem"),
                                       plural(files.size(), "file"), tail);
+  size_t fixes = static_cast<size_t>(std::count_if(result.diagnostics.begin(), result.diagnostics.end(), fixable));
+  if (fixes) out += fmt::format("; {} fixable with --fix", fixes);
   if (!result.errors.empty())
     out += fmt::format("; {} could not be analyzed", plural(result.errors.size(), "path"));
   return out + "\n";
 }
-
-}  // namespace
 
 std::string render_text(const RunResult& result, const Options& options) {
   Style st{options.color};
@@ -117,7 +125,7 @@ std::string render_text(const RunResult& result, const Options& options) {
     // Findings are separated by a blank line; none is left dangling at the end.
     if (options.quiet && !out.empty()) out.pop_back();
   }
-  if (!options.quiet) out += summary(result);
+  if (!options.quiet) out += summary_line(result);
   return out;
 }
 
@@ -128,6 +136,11 @@ std::string render(Format format, const RunResult& result, const Options& option
     case Format::Sarif: return render_sarif(result, options);
     case Format::Github: return render_github(result, options);
     case Format::Gitlab: return render_gitlab(result, options);
+    case Format::Concise: return render_concise(result, options);
+    case Format::Grouped: return render_grouped(result, options);
+    case Format::Pylint: return render_pylint(result, options);
+    case Format::Azure: return render_azure(result, options);
+    case Format::Junit: return render_junit(result, options);
   }
   return {};
 }

@@ -30,7 +30,7 @@ torchleak: error: late_bad_byte.py: not valid UTF-8: byte 0xE9 at line 3, column
 torchleak: error: latin1.py: not valid UTF-8: byte 0xE9 at line 1, column 12 (source files are read as UTF-8)
 TXT
 compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
-Found 1 problem in 1 file (1 file analyzed in N s); 2 paths could not be analyzed
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix; 2 paths could not be analyzed
 TXT
 
 case_ "unanalyzable files are listed in the JSON report"
@@ -72,7 +72,7 @@ crlf.py:14:13: warning: @MSG(total_loss,loss)@ [TL001 accumulate-undetached]
       |             ^^^^^^^^^^^^^^^^^^
       = help: @HELP(loss)@
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "a syntax error: a note, the rest of the file analyzed, the exit code from the findings"

@@ -105,7 +105,7 @@ tl check proj
 expect_rc 2
 expect_out </dev/null
 expect_err <<'TXT'
-torchleak: error: proj/pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: select, ignore, exclude, per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, extra-optimizers, extra-data-parallel, models); did you mean 'select'?
+torchleak: error: proj/pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: extend, select, extend-select, ignore, extend-ignore, exclude, per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, extra-optimizers, extra-data-parallel, models); did you mean 'select'?
 TXT
 
 case_ "a wrong type: 2"

@@ -38,7 +38,7 @@ target/run.py
 TXT
 tl check --select TL001 --statistics
 compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
-Found 6 problems in 6 files (7 files analyzed in N s)
+Found 6 problems in 6 files (7 files analyzed in N s); 6 fixable with --fix
 TXT
 
 case_ "--no-gitignore"

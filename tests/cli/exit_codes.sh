@@ -55,7 +55,7 @@ tl check --format xml proj
 expect_rc 2
 expect_out </dev/null
 expect_err <<'TXT'
-torchleak: error: --format: xml not in {text,json,sarif,github,gitlab}
+torchleak: error: --output-format: xml not in {text,full,concise,grouped,json,sarif,github,gitlab,junit,pylint,azure}
 Run with --help for more information.
 TXT
 

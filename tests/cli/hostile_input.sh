@@ -27,7 +27,7 @@ cr.py:14:13: warning: @MSG(total_loss,loss)@ [TL001 accumulate-undetached]
       |             ^^^^^^^^^^^^^^^^^^
       = help: @HELP(loss)@
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "lone CR: the fix lands on the file's own bytes"
@@ -110,7 +110,7 @@ cp train.py many/train.py
 tlt check --isolated --select TL001 many
 expect_rc 1
 compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
-Found 1 problem in 1 file (3001 files analyzed in N s)
+Found 1 problem in 1 file (3001 files analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "a 50 MB file: skipped with a note naming it; the others analyzed"
@@ -123,7 +123,7 @@ expect_err <<'TXT'
 torchleak: note: huge.py: skipped: too large (50.2 MiB; --max-file-size is 10.0 MiB)
 TXT
 compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "--max-file-size with a unit; 0 is no limit"
@@ -210,9 +210,9 @@ case_ "20,000 accumulations of one total in one loop: one finding each, answered
 tlt check --isolated --select TL001 --statistics many.py
 expect_rc 1
 expect_out <<'TXT'
-20000  TL001  accumulate-undetached
+20000  TL001  [*] accumulate-undetached
 
-Found 20000 problems in 1 file (1 file analyzed in N s)
+Found 20000 problems in 1 file (1 file analyzed in N s); 20000 fixable with --fix
 TXT
 
 # A file that takes seconds to analyze: half a million accumulations in one

@@ -85,7 +85,7 @@ nb/train.ipynb:cell 3:8:9: warning: `total` accumulates `loss` with its autograd
       |         ^^^^^^^^^^^^^
       = help: accumulate `loss.item()` (a Python number) or `loss.detach()`
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "JSON: the cell, positions in the cell, the fix's edits as bytes of the cell's source"

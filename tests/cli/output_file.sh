@@ -21,7 +21,7 @@ expect_rc 1
 expect_out </dev/null
 grep -q $'\033' report.txt && fail "escape codes in report.txt"
 compare "last line" "$(tail -n 1 report.txt | normalise)" <<'TXT'
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "an existing report is replaced"

@@ -119,7 +119,7 @@ train.py:14:40: warning: Unused `noqa` directive (unused: `TL001`) [TL100 unused
       |                                        ^^^^^^^^^^^^^
       = help: remove the directive: nothing on the lines it covers needs it
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 tl check train.py --select TL001,TL004 --report-unused-suppressions --format json
 grep -qF '"title": "Remove the unused `noqa` directive"' <<<"$OUT" || fail "no fix in the JSON report: $OUT"

@@ -60,7 +60,7 @@ proj/train.py:14:13: warning: @MSG(total_loss,loss)@ [TL001 accumulate-undetache
       |             ^^^^^^^^^^^^^^^^^^
       = help: @HELP(loss)@
 
-Found 3 problems in 3 files (4 files analyzed in N s)
+Found 3 problems in 3 files (4 files analyzed in N s); 3 fixable with --fix
 TXT
 expect_err </dev/null
 
@@ -72,7 +72,7 @@ proj/train.py:14:13: warning: @MSG(total_loss,loss)@ [TL001 accumulate-undetache
       |             ^^^^^^^^^^^^^^^^^^
       = help: @HELP(loss)@
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "paths are reported as given: ./proj and an absolute path"
@@ -101,16 +101,16 @@ case_ "--statistics: counts per rule instead of the findings"
 tl check --select TL001 --statistics proj
 expect_rc 1
 expect_out <<'TXT'
-3  TL001  accumulate-undetached
+3  TL001  [*] accumulate-undetached
 
-Found 3 problems in 3 files (4 files analyzed in N s)
+Found 3 problems in 3 files (4 files analyzed in N s); 3 fixable with --fix
 TXT
 
 case_ "--statistics --quiet: the counts only"
 tl check --select TL001 --statistics --quiet proj
 expect_rc 1
 expect_out <<'TXT'
-3  TL001  accumulate-undetached
+3  TL001  [*] accumulate-undetached
 TXT
 
 case_ "--statistics with nothing found"
@@ -138,7 +138,7 @@ ${E}[1;34m   14 |${E}[0m             total_loss += loss
 ${E}[1;34m      |${E}[0m             ${E}[1;33m^^^^^^^^^^^^^^^^^^${E}[0m
       = ${E}[1;36mhelp:${E}[0m @HELP(loss)@
 
-Found 1 problem in 1 file (1 file analyzed in N s)
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
 TXT
 
 case_ "--color always wins over NO_COLOR"

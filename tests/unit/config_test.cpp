@@ -133,11 +133,11 @@ TEST(ConfigFile, APyprojectWithoutTheTableIsNotTorchleaks) {
 
 TEST(ConfigFileErrors, UnknownKeyNamesTheKnownOnesAndTheClosest) {
   EXPECT_EQ(parse_error("[tool.torchleak]\nselct = [\"TL001\"]\n", "pyproject.toml"),
-            "pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: select, ignore, exclude, "
+            "pyproject.toml:2:1: [tool.torchleak] key 'selct': unknown key (expected one of: extend, select, extend-select, ignore, extend-ignore, exclude, "
             "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, "
             "extra-optimizers, extra-data-parallel, models); did you mean 'select'?");
   EXPECT_EQ(parse_error("line-length = 100\n"),
-            "torchleak.toml:1:1: key 'line-length': unknown key (expected one of: select, ignore, exclude, "
+            "torchleak.toml:1:1: key 'line-length': unknown key (expected one of: extend, select, extend-select, ignore, extend-ignore, exclude, "
             "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, extra-losses, "
             "extra-optimizers, extra-data-parallel, models)");
 }
@@ -371,7 +371,7 @@ TEST(ConfigDiscovery, ABadFileIsAnErrorNamingIt) {
     std::string what = e.what();
     std::string file = (t.path() / "pkg/torchleak.toml").lexically_relative(fs::current_path()).generic_string();
     if (file.rfind("..", 0) == 0) file = (t.path() / "pkg/torchleak.toml").generic_string();
-    EXPECT_EQ(what, file + ":1:1: key 'ignroe': unknown key (expected one of: select, ignore, exclude, "
+    EXPECT_EQ(what, file + ":1:1: key 'ignroe': unknown key (expected one of: extend, select, extend-select, ignore, extend-ignore, exclude, "
                            "per-file-ignores, target-torch-version, device-memory, oversized-layer-threshold, extra-models, "
                            "extra-losses, extra-optimizers, extra-data-parallel, models); did you mean 'ignore'?");
   }

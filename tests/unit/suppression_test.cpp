@@ -91,8 +91,8 @@ TEST(SuppressionParser, TorchleakGarbageIsIgnoredWithAProblem) {
             "problem: invalid `torchleak: ignore` directive: expected rule codes or names separated by commas in "
             "`[TL001; TL006]`\n");
   EXPECT_EQ(parse("# torchleak: ignroe[TL001]"),
-            "problem: unknown directive `torchleak: ignroe` (expected `torchleak: ignore[<rules>]` or "
-            "`torchleak: skip-file`)\n");
+            "problem: unknown directive `torchleak: ignroe` (expected `torchleak: ignore[<rules>]`, "
+            "`torchleak: noqa: <codes>` or `torchleak: skip-file`)\n");
 }
 
 TEST(SuppressionParser, ProseAboutTorchleakIsNotADirective) {
