@@ -98,7 +98,7 @@ class PythonFrontend final : public LanguageFrontend {
   bool parses(std::string_view text) const override {
     TSParser* parser = ts_parser_new();
     ts_parser_set_language(parser, python::language());
-    TSTree* tree = ts_parser_parse_string(parser, nullptr, text.data(), static_cast<uint32_t>(text.size()));
+    TSTree* tree = python::parse_python(parser, text);
     bool ok = tree && !ts_node_has_error(ts_tree_root_node(tree));
     if (tree) ts_tree_delete(tree);
     ts_parser_delete(parser);

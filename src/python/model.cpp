@@ -786,7 +786,7 @@ void give_back_storage(std::vector<T>& v) noexcept {
 
 Model::Model(std::string_view text, const Config& config, std::string path, bool resolves_imports)
     : source_(text), config_(config), path_(std::move(path)), resolves_imports_(resolves_imports) {
-  tree_ = ts_parser_parse_string(thread_parser(), nullptr, text.data(), static_cast<uint32_t>(text.size()));
+  tree_ = parse_python(thread_parser(), text);
   if (!tree_) throw std::runtime_error("the parser gave up on this file");
   take_storage(references_);
   take_storage(bindings_);

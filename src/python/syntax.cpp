@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <string>
 #include <cstring>
 #include <vector>
 
@@ -248,6 +250,62 @@ std::string_view SourceText::line_at(uint32_t byte) const {
   std::string_view line = text_.substr(begin, end - begin);
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
+}
+
+}  // namespace torchleak::python
+
+namespace torchleak::python {
+
+namespace {
+
+// The `*` tokens in the parts of the tree with errors that star a
+// parenthesized, bracketed or braced element after a comma, an `=` or
+// `return`/`yield` (the recovery puts them in an ERROR node, or in a
+// list_splat over one).
+void starred_gaps(TSNode n, std::string_view text, std::vector<uint32_t>& out) {
+  uint32_t count = ts_node_child_count(n);
+  if (count == 0) {
+    if (std::string_view(ts_node_type(n)) != "*") return;
+    uint32_t s = ts_node_start_byte(n), e = ts_node_end_byte(n);
+    size_t next = e;
+    while (next < text.size() && (text[next] == ' ' || text[next] == '\t')) ++next;
+    if (next >= text.size() || std::string_view("([{").find(text[next]) == std::string_view::npos) return;
+    size_t prev = s;
+    while (prev > 0 && (text[prev - 1] == ' ' || text[prev - 1] == '\t')) --prev;
+    if (prev == 0) return;
+    char p = text[prev - 1];
+    auto ends_with_word = [&](std::string_view w) {
+      return prev >= w.size() && text.substr(prev - w.size(), w.size()) == w &&
+             (prev == w.size() || !(std::isalnum(static_cast<unsigned char>(text[prev - w.size() - 1])) ||
+                                    text[prev - w.size() - 1] == '_'));
+    };
+    if (p == ',' || (p == '=' && (prev < 2 || std::string_view("=!<>+-*/%&|^@:").find(text[prev - 2]) ==
+                                                  std::string_view::npos)) ||
+        ends_with_word("return") || ends_with_word("yield"))
+      out.push_back(s);
+    return;
+  }
+  if (!ts_node_has_error(n)) return;
+  for (uint32_t i = 0; i < count; ++i) starred_gaps(ts_node_child(n, i), text, out);
+}
+
+}  // namespace
+
+TSTree* parse_python(TSParser* parser, std::string_view text) {
+  TSTree* tree = ts_parser_parse_string(parser, nullptr, text.data(), static_cast<uint32_t>(text.size()));
+  if (!tree || !ts_node_has_error(ts_tree_root_node(tree))) return tree;
+  std::vector<uint32_t> gaps;
+  starred_gaps(ts_tree_root_node(tree), text, gaps);
+  if (gaps.empty()) return tree;
+  std::string bridged(text);
+  for (uint32_t at : gaps) bridged[at] = ' ';
+  TSTree* second = ts_parser_parse_string(parser, nullptr, bridged.data(), static_cast<uint32_t>(bridged.size()));
+  if (!second || ts_node_has_error(ts_tree_root_node(second))) {
+    if (second) ts_tree_delete(second);
+    return tree;
+  }
+  ts_tree_delete(tree);
+  return second;
 }
 
 }  // namespace torchleak::python

@@ -91,6 +91,15 @@ enum class Kind : uint8_t {
 
 const TSLanguage* language();
 
+// Parses Python, bridging the pinned grammar's known gap: a starred
+// parenthesized, bracketed or braced element in an unparenthesized tuple
+// (`return a, *(x for x in b)`, `y = a, *[c]`) is valid Python (3.8+) that
+// tree-sitter-python (0.23 and 0.25 alike) cannot parse. When the tree has
+// errors, each such `*` inside an ERROR node is read as a blank in a second
+// parse, which keeps every byte offset; that tree is used when it has no
+// errors. The source text itself is never changed: nodes read the original.
+TSTree* parse_python(TSParser* parser, std::string_view text);
+
 // The Kind of each of the grammar's symbols, filled when the program starts.
 extern const std::vector<Kind> kKindBySymbol;
 

@@ -86,6 +86,45 @@ expect_err <<'TXT'
 torchleak: note: syntax.py: syntax error near line 18; analyzed as far as the parser recovered
 TXT
 
+case_ "valid Python the pinned grammar cannot parse (a starred element in a bare tuple): no note, the findings after it, fixed with the star kept"
+cat >starred.py <<'PY'
+def gather(first, rest):
+    return first, *(r.detach() for r in rest)
+
+
+def scale(values):
+    out = 1.0, *[v * 2 for v in values]
+    return out
+
+
+def train(model, loader, optimizer, criterion):
+    total = 0
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total += loss
+    return total, *(t for t in [total])
+PY
+tl check --select TL001 --output-format concise starred.py
+expect_rc 1
+expect_err </dev/null
+expect_out <<'TXT'
+starred.py:17:9: TL001 [*] `total` accumulates `loss` with its autograd graph, keeping every iteration's graph alive
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix
+TXT
+tl check --select TL001 --fix --quiet starred.py
+expect_rc 0
+expect_err </dev/null
+OUT=$(sed -n '2p;6p;17,18p' starred.py)
+expect_out <<'TXT'
+    return first, *(r.detach() for r in rest)
+    out = 1.0, *[v * 2 for v in values]
+        total += loss.item()
+    return total, *(t for t in [total])
+TXT
+
 case_ "a syntax error and nothing found: 0; --quiet hides the note"
 printf 'def broken(:\n    return\n' >only_syntax.py
 tl check --select TL001 only_syntax.py
