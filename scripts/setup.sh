@@ -53,6 +53,14 @@ if [ ! -f node_modules/tree-sitter-python/src/parser.c ] || [ package-lock.json 
   npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 fi
 
+# The VS Code extension's packages (editors/vscode, pinned by its lockfile):
+# vscode-languageclient, and @vscode/vsce to package it. --omit=optional and
+# --ignore-scripts: no prebuilt binary (keytar, vsce-sign) is fetched or built.
+if [ "$preset" = dev ] && { [ ! -d editors/vscode/node_modules/@vscode/vsce ] ||
+                            [ editors/vscode/package-lock.json -nt editors/vscode/node_modules/.package-lock.json ]; }; then
+  (cd editors/vscode && npm ci --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error)
+fi
+
 [ "$preset" = "--deps-only" ] && exit 0
 cmake --preset "$preset" >/dev/null
 cmake --build --preset "$preset"

@@ -308,7 +308,7 @@ json Server::initialize(const json& params) {
       {"capabilities",
        {{"positionEncoding", "utf-16"},
         {"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}},
-        {"codeActionProvider", {{"codeActionKinds", {"quickfix"}}}}}},
+        {"codeActionProvider", {{"codeActionKinds", {"quickfix", "source.fixAll.torchleak"}}}}}},
       {"serverInfo", {{"name", "torchleak"}, {"version", kVersion}}},
   };
 }
@@ -418,6 +418,44 @@ json Server::code_actions(const json& params) {
   const Document& doc = doc_it->second;
   // Byte offsets are only valid for the text they were computed on.
   if (analyzed_version_[uri] != doc.version()) return actions;
+  // The kinds asked for (context.only): a kind covers its sub-kinds
+  // ("source" and "source.fixAll" cover "source.fixAll.torchleak").
+  bool want_quickfix = true, want_fix_all = false;
+  if (params.contains("context") && params["context"].contains("only") && params["context"]["only"].is_array()) {
+    want_quickfix = false;
+    for (const auto& k : params["context"]["only"]) {
+      if (!k.is_string()) continue;
+      std::string kind = k.get<std::string>();
+      if (kind == "quickfix") want_quickfix = true;
+      const std::string fix_all = "source.fixAll.torchleak";
+      if (fix_all.rfind(kind, 0) == 0 && (kind.size() == fix_all.size() || fix_all[kind.size()] == '.'))
+        want_fix_all = true;
+    }
+  }
+  // source.fixAll.torchleak: every safe fix of the document in one edit
+  // (fixes that overlap one already taken wait for the next request).
+  if (want_fix_all) {
+    json edits = json::array();
+    std::vector<std::pair<uint32_t, uint32_t>> taken;
+    for (const auto& d : diag_it->second) {
+      if (!d.fix || d.fix->safety != FixSafety::Safe || d.fix->edits.empty()) continue;
+      bool overlaps = false;
+      for (const auto& e : d.fix->edits)
+        for (const auto& [s, t] : taken)
+          if (e.start_byte < t && s < e.end_byte + (e.start_byte == e.end_byte ? 1 : 0)) overlaps = true;
+      if (overlaps) continue;
+      for (const auto& e : d.fix->edits) {
+        taken.emplace_back(e.start_byte, e.end_byte);
+        edits.push_back({{"range", {{"start", doc.position_of(e.start_byte)}, {"end", doc.position_of(e.end_byte)}}},
+                         {"newText", e.replacement}});
+      }
+    }
+    if (!edits.empty())
+      actions.push_back({{"title", "Fix all torchleak problems that have a safe fix"},
+                         {"kind", "source.fixAll.torchleak"},
+                         {"edit", {{"changes", {{uri, edits}}}}}});
+  }
+  if (!want_quickfix) return actions;
   size_t req_start = doc.offset_of(params.at("range").at("start"));
   size_t req_end = doc.offset_of(params.at("range").at("end"));
   bool python = is_python(uri_to_path(uri));

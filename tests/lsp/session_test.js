@@ -115,7 +115,7 @@ function applyEdits(text, edits) {
     assert.deepStrictEqual(initReply.result.capabilities, {
       positionEncoding: 'utf-16',
       textDocumentSync: { openClose: true, change: 2, save: { includeText: false } },
-      codeActionProvider: { codeActionKinds: ['quickfix'] },
+      codeActionProvider: { codeActionKinds: ['quickfix', 'source.fixAll.torchleak'] },
     });
     assert.strictEqual(initReply.result.serverInfo.name, 'torchleak');
   });
@@ -148,6 +148,21 @@ function applyEdits(text, edits) {
       { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '  # noqa: TL001' },
     ]);
   });
+
+  // source.fixAll (VS Code's "fix all on save"): the safe fixes as one action, nothing else.
+  const all = request('textDocument/codeAction', { textDocument: { uri: trainUri }, range: { start: { line: 0, character: 0 }, end: { line: 0, character: 0 } }, context: { diagnostics: [], only: ['source.fixAll'] } });
+  const allActions = (await take(response(all), 'fix-all action')).result;
+  check('source.fixAll: one source.fixAll.torchleak action with every safe fix', () => {
+    assert.deepStrictEqual(allActions.map((a) => [a.title, a.kind]), [
+      ['Fix all torchleak problems that have a safe fix', 'source.fixAll.torchleak'],
+    ]);
+    assert.deepStrictEqual(allActions[0].edit.changes[trainUri], [
+      { range: { start: { line: 10, character: 26 }, end: { line: 10, character: 26 } }, newText: '.item()' },
+    ]);
+  });
+  const other = request('textDocument/codeAction', { textDocument: { uri: trainUri }, range: diag.range, context: { diagnostics: [diag], only: ['source.organizeImports'] } });
+  const otherActions = (await take(response(other), 'organize imports')).result;
+  check('source.organizeImports: nothing', () => assert.deepStrictEqual(otherActions, []));
 
   // Apply the fix as an incremental change, as the editor would.
   const edit = actions[0].edit.changes[trainUri][0];
