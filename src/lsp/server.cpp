@@ -282,6 +282,7 @@ std::vector<json> Server::dispatch(const json& msg) {
              {"method", "textDocument/publishDiagnostics"},
              {"params", {{"uri", uri}, {"diagnostics", json::array()}}}}};
   }
+  if (method.rfind("notebookDocument/", 0) == 0) return notebook_message(method, params);
   if (method == "textDocument/codeAction") return {result_response(id, code_actions(params))};
   if (method == "workspace/didChangeConfiguration" || method == "workspace/didChangeWatchedFiles") {
     schedule(std::chrono::milliseconds(0));
@@ -308,9 +309,99 @@ json Server::initialize(const json& params) {
       {"capabilities",
        {{"positionEncoding", "utf-16"},
         {"textDocumentSync", {{"openClose", true}, {"change", 2}, {"save", {{"includeText", false}}}}},
-        {"codeActionProvider", {{"codeActionKinds", {"quickfix", "source.fixAll.torchleak"}}}}}},
+        {"codeActionProvider", {{"codeActionKinds", {"quickfix", "source.fixAll.torchleak"}}}},
+        {"notebookDocumentSync",
+         {{"notebookSelector", {{{"notebook", {{"notebookType", "jupyter-notebook"}}}, {"cells", {{{"language", "python"}}}}}}}}}}},
       {"serverInfo", {{"name", "torchleak"}, {"version", kVersion}}},
   };
+}
+
+void Server::open_cell(const json& item) {
+  std::string uri = item.at("uri").get<std::string>();
+  documents_[uri] = Document(uri, item.value("languageId", "python"), item.value("version", 0),
+                             item.at("text").get<std::string>());
+}
+
+std::vector<json> Server::close_cells(const std::vector<std::string>& uris) {
+  std::vector<json> out;
+  for (const auto& uri : uris) {
+    documents_.erase(uri);
+    last_.erase(uri);
+    analyzed_version_.erase(uri);
+    out.push_back({{"jsonrpc", "2.0"},
+                   {"method", "textDocument/publishDiagnostics"},
+                   {"params", {{"uri", uri}, {"diagnostics", json::array()}}}});
+  }
+  return out;
+}
+
+// notebookDocument/didOpen, didChange, didSave, didClose: the notebook's cell
+// list and its cells' texts; the analysis runs on the program the code cells
+// make (core/notebook.h) and publishes each finding on its cell.
+std::vector<json> Server::notebook_message(const std::string& method, const json& params) {
+  const json& nd = params.at("notebookDocument");
+  std::string uri = nd.at("uri").get<std::string>();
+  if (method == "notebookDocument/didOpen") {
+    NotebookDocument nb;
+    nb.uri = uri;
+    nb.version = nd.value("version", 0);
+    for (const auto& c : nd.at("cells")) nb.cells.emplace_back(c.value("kind", 2), c.at("document").get<std::string>());
+    for (const auto& item : params.value("cellTextDocuments", json::array())) open_cell(item);
+    notebooks_[uri] = std::move(nb);
+    schedule(std::chrono::milliseconds(0));
+    return {};
+  }
+  auto it = notebooks_.find(uri);
+  if (it == notebooks_.end()) return {};
+  NotebookDocument& nb = it->second;
+  if (method == "notebookDocument/didClose") {
+    std::vector<std::string> cells;
+    for (const auto& [kind, cell] : nb.cells) cells.push_back(cell);
+    notebooks_.erase(it);
+    return close_cells(cells);
+  }
+  if (method == "notebookDocument/didSave") {
+    schedule(std::chrono::milliseconds(0));
+    return {};
+  }
+  if (method != "notebookDocument/didChange") return {};
+  nb.version = nd.value("version", nb.version + 1);
+  std::vector<json> out;
+  const json change = params.value("change", json::object());
+  const json cells = change.value("cells", json::object());
+  if (cells.contains("structure")) {
+    const json& st = cells["structure"];
+    const json& array = st.at("array");
+    size_t start = std::min<size_t>(array.value("start", 0u), nb.cells.size());
+    size_t count = std::min<size_t>(array.value("deleteCount", 0u), nb.cells.size() - start);
+    std::vector<std::pair<int, std::string>> inserted;
+    for (const auto& c : array.value("cells", json::array()))
+      inserted.emplace_back(c.value("kind", 2), c.at("document").get<std::string>());
+    nb.cells.erase(nb.cells.begin() + static_cast<std::ptrdiff_t>(start),
+                   nb.cells.begin() + static_cast<std::ptrdiff_t>(start + count));
+    nb.cells.insert(nb.cells.begin() + static_cast<std::ptrdiff_t>(start), inserted.begin(), inserted.end());
+    for (const auto& item : st.value("didOpen", json::array())) open_cell(item);
+    std::vector<std::string> closed;
+    for (const auto& item : st.value("didClose", json::array())) closed.push_back(item.at("uri").get<std::string>());
+    out = close_cells(closed);
+  }
+  for (const auto& c : cells.value("data", json::array())) {
+    std::string cell = c.at("document").get<std::string>();
+    for (auto& entry : nb.cells)
+      if (entry.second == cell) entry.first = c.value("kind", entry.first);
+  }
+  for (const auto& tc : cells.value("textContent", json::array())) {
+    std::string cell = tc.at("document").at("uri").get<std::string>();
+    auto doc = documents_.find(cell);
+    if (doc == documents_.end()) continue;
+    for (const auto& ch : tc.at("changes")) {
+      if (ch.contains("range")) doc->second.apply(ch["range"], ch.at("text").get<std::string>());
+      else doc->second.replace_all(ch.at("text").get<std::string>());
+    }
+    doc->second.set_version(tc.at("document").value("version", doc->second.version() + 1));
+  }
+  schedule(options_.debounce);
+  return out;
 }
 
 json Server::to_lsp(const Diagnostic& d, const Document& doc) const {
@@ -341,6 +432,30 @@ std::vector<json> Server::analyze() {
     path = normalized_path(path);
     path_to_uri[path] = uri;
     files.push_back({path, doc.text()});
+    seen.insert(path);
+  }
+  // Each open notebook as the nbformat text of its cells, analyzed as a
+  // notebook file is; `notebook_of` finds it again by its path.
+  std::map<std::string, const NotebookDocument*> notebook_of;
+  size_t untitled = 0;
+  for (const auto& [uri, nb] : notebooks_) {
+    std::string path = uri_to_path(uri);
+    if (path.empty() || !is_notebook_path(path))
+      path = (root_.empty() ? std::string(".") : root_) + "/untitled-" + std::to_string(++untitled) + ".ipynb";
+    path = normalized_path(path);
+    json cells = json::array();
+    for (const auto& [kind, cell] : nb.cells) {
+      auto doc = documents_.find(cell);
+      std::string text = doc == documents_.end() ? std::string() : doc->second.text();
+      bool code = kind == 2 && doc != documents_.end() && doc->second.language() == "python";
+      cells.push_back({{"cell_type", code ? "code" : "markdown"}, {"metadata", json::object()}, {"source", text}});
+    }
+    json content = {{"cells", cells},
+                    {"metadata", {{"language_info", {{"name", "python"}}}}},
+                    {"nbformat", 4},
+                    {"nbformat_minor", 5}};
+    files.push_back({path, content.dump(1, ' ', false, json::error_handler_t::replace)});
+    notebook_of[path] = &nb;
     seen.insert(path);
   }
   if (files.empty()) return {};
@@ -390,13 +505,39 @@ std::vector<json> Server::analyze() {
   std::map<std::string, std::vector<Diagnostic>> by_uri;
   for (auto& d : result.diagnostics) {
     auto it = path_to_uri.find(d.path);
-    if (it != path_to_uri.end()) by_uri[it->second].push_back(std::move(d));
+    if (it != path_to_uri.end()) {
+      by_uri[it->second].push_back(std::move(d));
+      continue;
+    }
+    // A notebook's finding, moved onto its cell: positions and fixes in the
+    // cell's text.
+    auto nb = notebook_of.find(d.path);
+    if (nb == notebook_of.end() || d.notebook.cell == 0 || d.notebook.cell > nb->second->cells.size()) continue;
+    const std::string& cell = nb->second->cells[d.notebook.cell - 1].second;
+    auto doc = documents_.find(cell);
+    if (doc == documents_.end()) continue;
+    const std::string& text = doc->second.text();
+    auto byte_of = [&](Position p) {
+      size_t at = 0;
+      for (uint32_t line = 1; line < p.line && at != std::string::npos; ++line) {
+        at = text.find('\n', at);
+        if (at != std::string::npos) ++at;
+      }
+      return at == std::string::npos ? text.size() : std::min(text.size(), at + p.column);
+    };
+    d.start_byte = static_cast<uint32_t>(byte_of(d.notebook.start));
+    d.end_byte = static_cast<uint32_t>(byte_of(d.notebook.end));
+    if (d.fix) d.fix->edits = d.notebook.edits;
+    by_uri[cell].push_back(std::move(d));
   }
   for (const auto& e : result.errors) {
     if (path_to_uri.count(e.path)) std::cerr << "torchleak lsp: " << e.path << ": " << e.message << "\n";
   }
+  std::set<std::string> cells;
+  for (const auto& [path, nb] : notebook_of)
+    for (const auto& [kind, cell] : nb->cells) cells.insert(cell);
   for (const auto& [uri, doc] : documents_) {
-    if (!path_to_uri.count(normalized_path(uri_to_path(uri)))) continue;
+    if (!cells.count(uri) && !path_to_uri.count(normalized_path(uri_to_path(uri)))) continue;
     json diags = json::array();
     auto& list = by_uri[uri];
     for (const auto& d : list) diags.push_back(to_lsp(d, doc));

@@ -85,7 +85,20 @@ class Server {
   nlohmann::json to_lsp(const Diagnostic& d, const Document& doc) const;
   void schedule(std::chrono::milliseconds delay);
 
+  // A notebook the editor synchronises (LSP 3.17 notebook documents): its
+  // cells in order, each a kind (1 markdown, 2 code) and a cell document
+  // kept in documents_.
+  struct NotebookDocument {
+    std::string uri;
+    int version = 0;
+    std::vector<std::pair<int, std::string>> cells;
+  };
+  std::vector<nlohmann::json> notebook_message(const std::string& method, const nlohmann::json& params);
+  void open_cell(const nlohmann::json& item);
+  std::vector<nlohmann::json> close_cells(const std::vector<std::string>& uris);
+
   ServerOptions options_;
+  std::map<std::string, NotebookDocument> notebooks_;   // by URI
   std::string root_;  // workspace folder, absolute; empty when none
   std::map<std::string, Document> documents_;           // by URI
   std::map<std::string, std::vector<Diagnostic>> last_;  // by URI, for code actions

@@ -116,6 +116,7 @@ function applyEdits(text, edits) {
       positionEncoding: 'utf-16',
       textDocumentSync: { openClose: true, change: 2, save: { includeText: false } },
       codeActionProvider: { codeActionKinds: ['quickfix', 'source.fixAll.torchleak'] },
+      notebookDocumentSync: { notebookSelector: [{ notebook: { notebookType: 'jupyter-notebook' }, cells: [{ language: 'python' }] }] },
     });
     assert.strictEqual(initReply.result.serverInfo.name, 'torchleak');
   });
@@ -187,6 +188,52 @@ function applyEdits(text, edits) {
   notify('textDocument/didOpen', { textDocument: { uri: unsavedUri, languageId: 'python', version: 7, text: TRAIN } });
   const unsaved = await take(diagnosticsFor(unsavedUri, 7), 'diagnostics for the unsaved buffer');
   check('the unsaved buffer is analyzed, not the disk', () => assert.strictEqual(unsaved.params.diagnostics.length, 1));
+
+  // A notebook (LSP 3.17 notebook documents): the findings on their cells, in cell coordinates;
+  // magics masked; a cell edit re-analyzes; closing clears the cells.
+  const nbUri = pathToFileURL(path.join(workspace, 'train.ipynb')).href;
+  const cell = (n) => `vscode-notebook-cell:${path.join(workspace, 'train.ipynb')}#W${n}sZmlsZQ%3D%3D`;
+  const CELL1 = '%matplotlib inline\n!nvidia-smi\nimport torch';
+  const CELL3 = TRAIN.split('\n').slice(3).join('\n');
+  notify('notebookDocument/didOpen', {
+    notebookDocument: { uri: nbUri, notebookType: 'jupyter-notebook', version: 1,
+      cells: [{ kind: 2, document: cell(0) }, { kind: 1, document: cell(1) }, { kind: 2, document: cell(2) }] },
+    cellTextDocuments: [
+      { uri: cell(0), languageId: 'python', version: 1, text: CELL1 },
+      { uri: cell(1), languageId: 'markdown', version: 1, text: '# Training' },
+      { uri: cell(2), languageId: 'python', version: 1, text: CELL3 },
+    ],
+  });
+  const onCell = await take(diagnosticsFor(cell(2), 1), 'diagnostics on the notebook cell');
+  const quietCell = await take(diagnosticsFor(cell(0), 1), 'diagnostics on the magic cell');
+  check('a notebook: the finding on its cell, at the line and column in the cell; the magics cell is clean', () => {
+    assert.strictEqual(onCell.params.diagnostics.length, 1);
+    assert.strictEqual(onCell.params.diagnostics[0].code, 'TL001');
+    assert.deepStrictEqual(onCell.params.diagnostics[0].range, { start: { line: 7, character: 8 }, end: { line: 7, character: 26 } });
+    assert.deepStrictEqual(quietCell.params.diagnostics, []);
+  });
+  const nbActions = (await take(response(request('textDocument/codeAction', {
+    textDocument: { uri: cell(2) }, range: onCell.params.diagnostics[0].range, context: { diagnostics: onCell.params.diagnostics } })), 'cell code actions')).result;
+  check('the fix of a cell finding is an edit of the cell', () => {
+    assert.deepStrictEqual(nbActions[0].edit.changes[cell(2)], [
+      { range: { start: { line: 7, character: 26 }, end: { line: 7, character: 26 } }, newText: '.item()' },
+    ]);
+  });
+  notify('notebookDocument/didChange', { notebookDocument: { uri: nbUri, version: 2 }, change: { cells: {
+    textContent: [{ document: { uri: cell(2), version: 2 }, changes: [{ range: nbActions[0].edit.changes[cell(2)][0].range, text: '.item()' }] }] } } });
+  const nbFixed = await take(diagnosticsFor(cell(2), 2), 'diagnostics after the cell edit');
+  check('after the cell edit the finding is gone', () => assert.deepStrictEqual(nbFixed.params.diagnostics, []));
+  notify('notebookDocument/didChange', { notebookDocument: { uri: nbUri, version: 3 }, change: { cells: {
+    structure: { array: { start: 3, deleteCount: 0, cells: [{ kind: 2, document: cell(3) }] },
+      didOpen: [{ uri: cell(3), languageId: 'python', version: 1, text: 'for x in loader:\n    acc += model(x).sum()\n    model(x).sum().backward()\n    optimizer.step()\n' }] } } } });
+  const added = await take(diagnosticsFor(cell(3), 1), 'diagnostics on the added cell');
+  check('an added cell is analyzed after the others (names from earlier cells count)', () => {
+    assert.deepStrictEqual(added.params.diagnostics.map((d) => [d.code, d.range.start.line]), [['TL010', 2]]);
+  });
+  notify('notebookDocument/didClose', { notebookDocument: { uri: nbUri }, cellTextDocuments: [{ uri: cell(0) }, { uri: cell(1) }, { uri: cell(2) }, { uri: cell(3) }] });
+  const nbCleared = await take(diagnosticsFor(cell(3)), 'cleared on close');
+  check('closing the notebook clears its cells', () => assert.deepStrictEqual(nbCleared.params.diagnostics, []));
+  inbox.length = 0;  // the notebook's rounds republished the other documents: all of them are in by now
 
   // Malformed input: each gets an error (or is ignored) and the server keeps serving.
   sendRaw('Content-Length: 9\r\n\r\n{not json');
