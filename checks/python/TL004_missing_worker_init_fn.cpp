@@ -1170,8 +1170,11 @@ class Resolver {
 // ---------------------------------------------------------------------------
 // Messages.
 
-std::string location(const Candidate& c, const std::string& site) {
-  return c.file == site ? fmt::format("line {}", c.line) : fmt::format("{}:{}", c.file, c.line);
+// "line 12" in the finding's own file, else "data.py:12" (in a notebook,
+// "train.ipynb:cell 3:4": ProjectIndex::location).
+std::string location(const ProjectIndex& index, const std::string& file, uint32_t line, const std::string& site) {
+  std::string where = index.location(file, line);
+  return file == site && where == fmt::format("{}:{}", file, line) ? fmt::format("line {}", line) : where;
 }
 
 std::string reseed_statement(const Candidate& c, const std::string& target) {
@@ -1463,13 +1466,12 @@ class MissingWorkerInitFn final : public Check {
           diag.message = fmt::format(
               "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}`{} draws "
               "from {} (created once {}, {}): {}",
-              workers_text, dataset, through, what, g.where, location(g, site), replay);
+              workers_text, dataset, through, what, g.where, location(index, g.file, g.line, site), replay);
           diag.help = generator_help(g);
           return true;
         }
         if (global_numpy_counts && r.numpy) {
-          std::string where = r.numpy->file == site ? fmt::format("line {}", r.numpy->line)
-                                                    : fmt::format("{}:{}", r.numpy->file, r.numpy->line);
+          std::string where = location(index, r.numpy->file, r.numpy->line, site);
           diag.message = fmt::format(
               "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}` draws from "
               "numpy's global RNG (`{}`, {}): before PyTorch 1.9 (target-torch-version {}) every worker starts "

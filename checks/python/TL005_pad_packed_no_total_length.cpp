@@ -347,11 +347,11 @@ class PadPackedNoTotalLength final : public Check {
                 : fmt::format("`{}`, which {} `{}`, is", found->wrapped,
                               found->contains ? "holds" : "derives from", class_name);
         diag.message = fmt::format(
-            "`pad_packed_sequence` without `total_length` in `{}`, and {} wrapped in `{}` at {}:{}: each replica "
+            "`pad_packed_sequence` without `total_length` in `{}`, and {} wrapped in `{}` at {}: each replica "
             "pads its slice of the batch to that slice's longest sequence, so the outputs DataParallel gathers "
             "disagree in length",
             where, wrapped, found->wrap->values.empty() ? "DataParallel" : found->wrap->values.front(),
-            found->wrap->file, found->wrap->line);
+            index.location(found->wrap->file, found->wrap->line));
         return true;
       });
     }

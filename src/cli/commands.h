@@ -52,6 +52,7 @@ struct RuleArgs {
   bool all = false;
   bool table = false;
   std::string output_dir;
+  std::string lang = "en";  // --lang / TORCHLEAK_LANG: the documentation's language
 };
 
 struct CleanArgs {

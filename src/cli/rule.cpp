@@ -33,18 +33,28 @@ std::string fix_of(const RuleInfo& r) {
 }
 
 // Every rule, one row each, links relative to `link_prefix`.
-std::string rule_table(const Catalogue& catalogue, std::string_view link_prefix) {
-  std::string out = "| code | name | languages | fix | finds |\n| --- | --- | --- | --- | --- |\n";
+std::string rule_table(const Catalogue& catalogue, std::string_view link_prefix, std::string_view lang = "en") {
+  std::string out = lang == "zh" ? "| 代码 | 名称 | 语言 | 修复 | 检查什么 |\n| --- | --- | --- | --- | --- |\n"
+                                 : "| code | name | languages | fix | finds |\n| --- | --- | --- | --- | --- |\n";
   for (const auto& r : catalogue.rules()) {
     std::string summary;
-    for (char c : r.summary) summary += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+    auto tr = r.translations.find(std::string(lang));
+    const std::string& text = tr != r.translations.end() ? tr->second.summary : r.summary;
+    for (char c : text) summary += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+    std::string fix = fix_of(r);
+    if (lang == "zh") fix = fix == "safe" ? "安全" : fix == "unsafe" ? "不安全" : fix;
     out += fmt::format("| [{}]({}{}) | {} | {} | {} | {} |\n", r.id, link_prefix, r.doc_file(), r.name,
-                       languages_of(r), fix_of(r), summary);
+                       languages_of(r), fix, summary);
   }
   return out;
 }
 
-std::string index_page(const Catalogue& catalogue) {
+std::string index_page(const Catalogue& catalogue, std::string_view lang) {
+  if (lang == "zh")
+    return "# 规则\n\ntorchleak 检查的每条规则，由 `rules/` 中的规则目录生成（英文版见 [docs/rules/](../../rules/)）。"
+           "「修复」一列说明 `torchleak check --fix` 是否应用该规则的修复（安全），或者只有 "
+           "`--fix --unsafe-fixes` 才会应用（不安全）。\n\n" +
+           rule_table(catalogue, "", lang);
   return "# Rules\n\nEvery rule torchleak checks, rendered from the catalogue in `rules/`. The fix column says\n"
          "whether `torchleak check --fix` applies the rule's fix (safe) or only `--fix --unsafe-fixes` does\n"
          "(unsafe).\n\n" +
@@ -53,7 +63,7 @@ std::string index_page(const Catalogue& catalogue) {
 
 // One page per rule; pages of rules no longer in the catalogue (renamed or
 // removed) are deleted, so the directory mirrors the catalogue exactly.
-int write_pages(const Catalogue& catalogue, const fs::path& dir) {
+int write_pages(const Catalogue& catalogue, const fs::path& dir, std::string_view lang) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) {
@@ -65,7 +75,7 @@ int write_pages(const Catalogue& catalogue, const fs::path& dir) {
     fs::path page = dir / r.doc_file();
     pages.insert(r.doc_file());
     std::ofstream out(page, std::ios::binary | std::ios::trunc);
-    out << render_rule_markdown(r);
+    out << render_rule_markdown(r, lang);
     out.close();
     if (!out) {
       fmt::print(stderr, "torchleak: error: {}: cannot write\n", page.string());
@@ -75,7 +85,7 @@ int write_pages(const Catalogue& catalogue, const fs::path& dir) {
   {
     fs::path index = dir / "README.md";
     std::ofstream out(index, std::ios::binary | std::ios::trunc);
-    out << index_page(catalogue);
+    out << index_page(catalogue, lang);
     out.close();
     if (!out) {
       fmt::print(stderr, "torchleak: error: {}: cannot write\n", index.string());
@@ -106,19 +116,22 @@ void add_rule_options(CLI::App& cmd, RuleArgs& a) {
   name->excludes(all);
   name->excludes(table);
   table->excludes(all);
+  cmd.add_option("--lang", a.lang, "The documentation's language: en or zh (default: $TORCHLEAK_LANG, else en)")
+      ->envname("TORCHLEAK_LANG")
+      ->check(CLI::IsMember(documentation_languages()));
 }
 
 int run_rule(const RuleArgs& a) {
   const Catalogue& catalogue = Catalogue::builtin();
-  if (a.all && !a.output_dir.empty()) return write_pages(catalogue, a.output_dir);
+  if (a.all && !a.output_dir.empty()) return write_pages(catalogue, a.output_dir, a.lang);
   if (a.table) {
-    fmt::print("{}", rule_table(catalogue, "docs/rules/"));
+    fmt::print("{}", rule_table(catalogue, a.lang == "en" ? "docs/rules/" : "docs/" + a.lang + "/rules/", a.lang));
     return 0;
   }
   if (a.all) {
     bool first = true;
     for (const auto& r : catalogue.rules()) {
-      fmt::print("{}{}", first ? "" : "\n", render_rule_markdown(r));
+      fmt::print("{}{}", first ? "" : "\n", render_rule_markdown(r, a.lang));
       first = false;
     }
     return 0;
@@ -132,7 +145,7 @@ int run_rule(const RuleArgs& a) {
     fmt::print(stderr, "torchleak: error: no rule named '{}' (see `torchleak rule --all`)\n", a.name);
     return 2;
   }
-  fmt::print("{}", render_rule_markdown(*r));
+  fmt::print("{}", render_rule_markdown(*r, a.lang));
   return 0;
 }
 

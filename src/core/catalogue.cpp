@@ -73,6 +73,27 @@ RuleInfo parse_entry(const std::string& file, const std::string& text) {
     if (!engine->is_boolean()) throw std::runtime_error(fmt::format("{}: 'engine' must be a boolean", file));
     r.engine = *engine->value<bool>();
   }
+  for (const char* lang : {"zh"}) {
+    const toml::node* tr = t.get(lang);
+    if (!tr) continue;
+    const toml::table* tt = tr->as_table();
+    if (!tt) throw std::runtime_error(fmt::format("{}: [{}] must be a table", file, lang));
+    std::string where = fmt::format("{} [{}]", file, lang);
+    RuleInfo::Translation t;
+    t.summary = required_string(*tt, "summary", where);
+    t.why = required_string(*tt, "why", where);
+    t.fix = required_string(*tt, "fix", where);
+    for (const auto& [key, node] : *tt) {
+      std::string k(key.str());
+      if (k == "summary" || k == "why" || k == "fix") continue;
+      if (k.size() > 5 && k.substr(k.size() - 5) == "-note") {
+        t.notes[k.substr(0, k.size() - 5)] = required_string(*tt, k, where);
+        continue;
+      }
+      throw std::runtime_error(fmt::format("{}: unknown key '{}' (expected summary, why, fix, <language>-note)", where, k));
+    }
+    r.translations[lang] = std::move(t);
+  }
   const toml::node* ex = t.get("example");
   if (!ex || !ex->as_table())
     throw std::runtime_error(fmt::format("{}: missing [example.<language>] tables", file));
@@ -114,6 +135,39 @@ std::string_view fence_language(std::string_view lang) { return lang == "python"
 std::string trim_trailing_newlines(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
   return s;
+}
+
+// Chinese text is wrapped in the catalogue for reading, but a line break
+// inside a paragraph renders as a space between two Chinese characters:
+// the lines of a paragraph are joined, with no space where either side is
+// not ASCII (a space between two ASCII words). Lists and code stay as they are.
+std::string join_wrapped_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  bool fence = false, joinable = false;
+  for (size_t pos = 0; pos <= text.size();) {
+    size_t end = std::min(text.find('\n', pos), text.size());
+    std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    bool is_fence = line.rfind("```", 0) == 0;
+    bool structural = line.empty() || is_fence || line[0] == ' ' || line[0] == '|' || line[0] == '#' ||
+                      line.rfind("- ", 0) == 0 || line.rfind("* ", 0) == 0 ||
+                      (std::isdigit(static_cast<unsigned char>(line[0])) && line.find(". ") < 4);
+    if (joinable && !structural && !fence) {
+      std::string& last = lines.back();
+      // A space between two ASCII words, and beside inline code, as the text spaces it elsewhere.
+      bool ascii = static_cast<unsigned char>(last.back()) < 0x80 && static_cast<unsigned char>(line[0]) < 0x80;
+      if (ascii || line[0] == '`' || last.back() == '`') last += ' ';
+      last += line;
+    } else {
+      lines.push_back(line);
+    }
+    if (is_fence) fence = !fence;
+    joinable = !fence && !line.empty() && !is_fence;
+    if (end == text.size()) break;
+  }
+  std::string out;
+  for (size_t k = 0; k < lines.size(); ++k) out += (k ? "\n" : "") + lines[k];
+  return out;
 }
 
 }  // namespace
@@ -162,32 +216,66 @@ std::string_view fix_availability_name(FixAvailability f) {
   return "none";
 }
 
-std::string render_rule_markdown(const RuleInfo& r) {
+const std::vector<std::string>& documentation_languages() {
+  static const std::vector<std::string> langs = [] {
+    std::vector<std::string> out{"en"};
+    const auto& rules = Catalogue::builtin().rules();
+    if (rules.empty()) return out;
+    for (const auto& [lang, t] : rules.front().translations)
+      if (std::all_of(rules.begin(), rules.end(), [&](const RuleInfo& r) { return r.translations.count(lang); }))
+        out.push_back(lang);
+    return out;
+  }();
+  return langs;
+}
+
+std::string render_rule_markdown(const RuleInfo& r, std::string_view lang) {
+  // The page's headings and words, per language.
+  struct Words {
+    const char *severity, *languages, *fix_label, *none, *what, *why, *example, *instead, *fix, *references,
+        *safe, *unsafe, *error, *warning, *note, *stop;
+  };
+  static const Words en{"Severity", "Languages", "Fix", "none", "What it does", "Why is this bad?", "Example",
+                        "Use instead", "Fix", "References", "safe", "unsafe", "error", "warning", "note", "."};
+  static const Words zh{"严重程度", "语言", "修复", "无", "检查什么", "为什么有问题？", "示例", "改为",
+                        "修复方法", "参考资料", "安全", "不安全", "错误", "警告", "提示", "。"};
+  auto it = r.translations.find(std::string(lang));
+  bool translated = lang != "en" && it != r.translations.end();
+  const Words& w = translated && lang == "zh" ? zh : en;
+  std::string summary = translated ? join_wrapped_lines(it->second.summary) : r.summary;
+  std::string why = translated ? join_wrapped_lines(it->second.why) : r.why;
+  std::string fix = translated ? join_wrapped_lines(it->second.fix) : r.fix;
+  std::string sep = translated ? "；" : ". ";
+  std::string colon = translated ? "：" : ": ";
   std::string out;
   out += fmt::format("# {} {}\n\n", r.id, r.name);
   std::string langs;
   for (const auto& l : r.languages) langs += (langs.empty() ? "" : ", ") + std::string(language_title(l));
-  out += fmt::format("Severity: {}. Languages: {}. Fix: {}.\n\n", severity_name(r.severity),
-                     langs.empty() ? "none" : langs,
-                     r.fix_availability == FixAvailability::None
-                         ? "none"
-                         : std::string(fix_availability_name(r.fix_availability)) + " (`--fix`" +
-                               (r.fix_availability == FixAvailability::Unsafe ? " `--unsafe-fixes`)" : ")"));
-  out += "## What it does\n\n" + trim_trailing_newlines(r.summary) + "\n\n";
-  out += "## Why is this bad?\n\n" + trim_trailing_newlines(r.why) + "\n\n";
+  const char* severity = r.severity == Severity::Error ? w.error : r.severity == Severity::Note ? w.note : w.warning;
+  std::string fix_text = r.fix_availability == FixAvailability::None
+                             ? std::string(w.none)
+                             : std::string(r.fix_availability == FixAvailability::Safe ? w.safe : w.unsafe) +
+                                   " (`--fix`" + (r.fix_availability == FixAvailability::Unsafe ? " `--unsafe-fixes`)" : ")");
+  out += fmt::format("{}{}{}{}{}{}{}{}{}{}{}\n\n", w.severity, colon, severity, sep, w.languages, colon,
+                     langs.empty() ? w.none : langs, sep, w.fix_label, colon, fix_text + w.stop);
+  out += fmt::format("## {}\n\n", w.what) + trim_trailing_newlines(summary) + "\n\n";
+  out += fmt::format("## {}\n\n", w.why) + trim_trailing_newlines(why) + "\n\n";
   for (const auto& ex : r.examples) {
     if (!ex.note.empty()) {
-      out += fmt::format("## {}\n\n{}\n\n", language_title(ex.language), trim_trailing_newlines(ex.note));
+      std::string note = ex.note;
+      if (translated)
+        if (auto n = it->second.notes.find(ex.language); n != it->second.notes.end()) note = join_wrapped_lines(n->second);
+      out += fmt::format("## {}\n\n{}\n\n", language_title(ex.language), trim_trailing_newlines(note));
     }
     if (ex.bad_example.empty()) continue;
-    out += fmt::format("## Example ({})\n\n```{}\n{}\n```\n\n", language_title(ex.language),
+    out += fmt::format("## {} ({})\n\n```{}\n{}\n```\n\n", w.example, language_title(ex.language),
                        fence_language(ex.language), trim_trailing_newlines(ex.bad_example));
-    out += fmt::format("## Use instead ({})\n\n```{}\n{}\n```\n\n", language_title(ex.language),
+    out += fmt::format("## {} ({})\n\n```{}\n{}\n```\n\n", w.instead, language_title(ex.language),
                        fence_language(ex.language), trim_trailing_newlines(ex.good_example));
   }
-  out += "## Fix\n\n" + trim_trailing_newlines(r.fix) + "\n";
+  out += fmt::format("## {}\n\n", w.fix) + trim_trailing_newlines(fix) + "\n";
   if (!r.references.empty()) {
-    out += "\n## References\n\n";
+    out += fmt::format("\n## {}\n\n", w.references);
     for (const auto& ref : r.references) out += "- " + ref + "\n";
   }
   return out;

@@ -3,6 +3,7 @@
 // docs/rules/*.md, SARIF rule metadata and the language server all read it.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,6 +34,13 @@ struct RuleInfo {
   FixAvailability fix_availability = FixAvailability::None;
   std::vector<LanguageNote> examples;  // bad and good example per language
   std::vector<std::string> references;
+  // The documentation in other languages (the entry's `[zh]` table): the
+  // summary, why and fix, written by the team; the examples are shared.
+  struct Translation {
+    std::string summary, why, fix;
+    std::map<std::string, std::string> notes;  // by language of the examples ("cpp-note" in the table)
+  };
+  std::map<std::string, Translation> translations;  // by language code ("zh")
   // Reported by the engine itself rather than by a check (TL100, unused
   // suppressions): it has no check and no fixture folder of its own.
   bool engine = false;
@@ -61,7 +69,12 @@ std::string_view severity_name(Severity s);
 std::string_view fix_availability_name(FixAvailability f);
 
 // The rule's documentation page in Markdown, as `torchleak rule` prints it.
-std::string render_rule_markdown(const RuleInfo& rule);
+// `lang`: "en", or a language of RuleInfo::translations ("zh"); a rule
+// without that translation is rendered in English.
+std::string render_rule_markdown(const RuleInfo& rule, std::string_view lang = "en");
+
+// The documentation languages: "en", and those every rule is translated to.
+const std::vector<std::string>& documentation_languages();
 
 // Base address of the rule documentation pages, for links in SARIF and LSP.
 // Set by the build (TORCHLEAK_DOCS_URL).

@@ -310,7 +310,14 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact>
   if (keep_facts)
     for (const auto& s : slots)
       if (!s.context) out.facts.insert(out.facts.end(), s.result.facts.begin(), s.result.facts.end());
-  for (auto& s : slots) index.add_all(std::move(s.result.facts));
+  for (auto& s : slots) {
+    index.add_all(std::move(s.result.facts));
+    if (s.notebook) {
+      std::vector<std::pair<uint32_t, uint32_t>> cells;
+      for (const auto& c : s.notebook->cells) cells.emplace_back(c.number, c.first_line);
+      index.add_notebook_cells(s.result.path, std::move(cells));
+    }
+  }
   index.add_all(std::move(given));
   index.finalize();
   for (auto& s : slots) {

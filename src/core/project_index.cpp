@@ -1,5 +1,7 @@
 #include "core/project_index.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <tuple>
@@ -104,6 +106,21 @@ std::vector<std::string> ProjectIndex::subclasses_of(std::string_view class_name
       if (seen.insert(child).second) out.push_back(std::move(child));
   }
   return out;
+}
+
+void ProjectIndex::add_notebook_cells(const std::string& file, std::vector<std::pair<uint32_t, uint32_t>> cells) {
+  notebook_cells_[file] = std::move(cells);
+}
+
+std::string ProjectIndex::location(const std::string& file, uint32_t line) const {
+  auto it = notebook_cells_.find(file);
+  if (it != notebook_cells_.end()) {
+    const std::pair<uint32_t, uint32_t>* cell = nullptr;
+    for (const auto& c : it->second)
+      if (c.second <= line) cell = &c;
+    if (cell) return fmt::format("{}:cell {}:{}", file, cell->first, line - cell->second + 1);
+  }
+  return fmt::format("{}:{}", file, line);
 }
 
 }  // namespace torchleak

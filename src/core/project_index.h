@@ -43,6 +43,14 @@ class ProjectIndex {
   // breadth first, each level's new names in alphabetical order.
   std::vector<std::string> subclasses_of(std::string_view class_name) const;
 
+  // Where line `line` of `file` is, for a message: "train.py:12", or in a
+  // notebook "train.ipynb:cell 3:4" (facts carry the line of the program its
+  // code cells make; the engine registers each notebook's cells).
+  std::string location(const std::string& file, uint32_t line) const;
+  // A notebook's cells: for each code cell, its number and its first line in
+  // the program, in order.
+  void add_notebook_cells(const std::string& file, std::vector<std::pair<uint32_t, uint32_t>> cells);
+
   // Sorts facts so lookups are deterministic, and indexes the "class" facts
   // by base so that subclasses_of costs the size of its answer.
   void finalize();
@@ -57,6 +65,7 @@ class ProjectIndex {
   std::unordered_map<std::string, std::vector<Fact>> facts_;
   std::map<std::string, std::vector<std::string>, std::less<>> children_;  // built by finalize()
   bool finalized_ = false;
+  std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>, std::less<>> notebook_cells_;
 };
 
 // Last component of a dotted name: "torch.nn.Module" -> "Module".

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -305,6 +306,12 @@ json Server::initialize(const json& params) {
   if (root.empty() && params.contains("rootPath") && params["rootPath"].is_string())
     root = params["rootPath"].get<std::string>();
   root_ = root.empty() ? "" : normalized_path(root);
+  // The client's locale ("zh-cn") chooses the language of the rule pages the
+  // diagnostics link to; TORCHLEAK_LANG when the client sends none.
+  std::string locale = params.contains("locale") && params["locale"].is_string() ? params["locale"].get<std::string>() : "";
+  if (locale.empty())
+    if (const char* env = std::getenv("TORCHLEAK_LANG")) locale = env;
+  docs_lang_ = locale.rfind("zh", 0) == 0 ? "zh" : "en";
   return {
       {"capabilities",
        {{"positionEncoding", "utf-16"},
@@ -414,7 +421,12 @@ json Server::to_lsp(const Diagnostic& d, const Document& doc) const {
       {"source", "torchleak"},
       {"message", d.message + (d.help.empty() ? "" : "\nhelp: " + d.help)},
   };
-  if (rule) out["codeDescription"] = {{"href", std::string(kDocsBaseUrl) + rule->doc_file()}};
+  if (rule) {
+    std::string base(kDocsBaseUrl);  // .../docs/rules/
+    if (docs_lang_ != "en" && base.size() > 6 && base.substr(base.size() - 6) == "rules/")
+      base.insert(base.size() - 6, docs_lang_ + "/");
+    out["codeDescription"] = {{"href", base + rule->doc_file()}};
+  }
   return out;
 }
 

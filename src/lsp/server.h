@@ -100,6 +100,7 @@ class Server {
   ServerOptions options_;
   std::map<std::string, NotebookDocument> notebooks_;   // by URI
   std::string root_;  // workspace folder, absolute; empty when none
+  std::string docs_lang_ = "en";  // the rule pages' language, from the client's locale
   std::map<std::string, Document> documents_;           // by URI
   std::map<std::string, std::vector<Diagnostic>> last_;  // by URI, for code actions
   std::set<std::string> config_errors_shown_;  // bad configuration files already reported

@@ -1,4 +1,4 @@
-# docs/rules/ and README.md's rule table must be what the catalogue renders today.
+# docs/rules/, docs/zh/rules/ and README.md's rule table must be what the catalogue renders today.
 source "$(dirname "$0")/common.bash"
 
 stale() {
@@ -10,6 +10,11 @@ stale() {
 if ! diff -r "$WORK/rules" "$SOURCE_DIR/docs/rules" >"$WORK/docs.diff"; then
   sed -e "s|$WORK/rules|(rendered)|g" -e "s|$SOURCE_DIR/||g" "$WORK/docs.diff" | head -n 60 >&2
   stale docs/rules/
+fi
+"$TORCHLEAK" rule --all --lang zh --output-dir "$WORK/zh" || { echo "rule --all --lang zh --output-dir failed" >&2; exit 1; }
+if ! diff -r "$WORK/zh" "$SOURCE_DIR/docs/zh/rules" >"$WORK/zh.diff"; then
+  sed -e "s|$WORK/zh|(rendered)|g" -e "s|$SOURCE_DIR/||g" "$WORK/zh.diff" | head -n 60 >&2
+  stale docs/zh/rules/
 fi
 "$TORCHLEAK" rule --table >"$WORK/table.md" || { echo "rule --table failed" >&2; exit 1; }
 sed -n '/^<!-- rules -->$/,/^<!-- \/rules -->$/p' "$SOURCE_DIR/README.md" | sed '1d;$d' >"$WORK/readme-table.md"

@@ -148,6 +148,23 @@ expect_out <<'TXT'
 TXT
 [ "$(sed 2d nb/one_string.ipynb)" = "$(sed 2d one_before.ipynb)" ] || fail "a line other than the source's changed"
 
+case_ "a fact from a notebook is named by its cell: the DataParallel wrap in cell 2 of a notebook"
+mkdir -p wrap
+cp "$SOURCE_DIR/fixtures/python/TL005/cross_file_wrap/model.py" wrap/model.py
+python3 - <<'PY'
+import json
+cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# Multi-GPU run"]},
+         {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+          "source": ["import torch\n", "from torch import nn\n", "from model import Tagger\n", "\n",
+                     "model = Tagger(1000, 9)\n", "model = nn.DataParallel(model)"]}]
+json.dump({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, open("wrap/run.ipynb", "w"), indent=1)
+PY
+tl check --select TL005 --output-format concise --quiet wrap
+expect_rc 1
+expect_out <<'TXT'
+wrap/model.py:18:21: TL005 [*] `pad_packed_sequence` without `total_length` in `Tagger.forward`, and `Tagger` is wrapped in `nn.DataParallel` at wrap/run.ipynb:cell 2:6: each replica pads its slice of the batch to that slice's longest sequence, so the outputs DataParallel gathers disagree in length
+TXT
+
 rm nb/one_string.ipynb
 printf '{"cells": [\n' >nb/truncated.ipynb
 printf '{"nbformat": 3, "nbformat_minor": 0, "worksheets": []}\n' >nb/old.ipynb

@@ -74,6 +74,53 @@ $codes
 TLDR-notes.md"
 compare "TL001 page" "$(cat pages/TL001-*.md)" <<<"$tl001"
 
+case_ "rule --lang zh: the page in Chinese (headings, summary, why, fix), the examples shared"
+tl rule TL009 --lang zh
+expect_rc 0
+compare "head" "$(head -n 7 <<<"$OUT")" <<'TXT'
+# TL009 empty-cache-in-loop
+
+严重程度：警告；语言：Python, C++ (LibTorch)；修复：无。
+
+## 检查什么
+
+`torch.cuda.empty_cache()` 在训练循环或评估循环的每次迭代中都会被调用。
+TXT
+compare "sections" "$(grep '^## ' <<<"$OUT")" <<'TXT'
+## 检查什么
+## 为什么有问题？
+## 示例 (Python)
+## 改为 (Python)
+## 示例 (C++ (LibTorch))
+## 改为 (C++ (LibTorch))
+## 修复方法
+## 参考资料
+TXT
+TORCHLEAK_LANG=zh tl rule TL009
+expect_rc 0
+compare "TORCHLEAK_LANG" "$(head -n 1 <<<"$OUT"; sed -n 5p <<<"$OUT")" <<'TXT'
+# TL009 empty-cache-in-loop
+## 检查什么
+TXT
+
+case_ "rule --all --lang zh: every rule has its Chinese page, none falls back to English"
+tl rule --all --lang zh
+expect_rc 0
+[ "$(grep -c '^## 为什么有问题？$' <<<"$OUT")" = "$(wc -w <<<"$codes")" ] || fail "a rule has no Chinese page"
+grep -q '^## Why is this bad?$' <<<"$OUT" && fail "an English page in --lang zh"
+tl rule --all --lang zh --output-dir zh
+expect_rc 0
+compare "zh pages" "$(cd zh && ls | sed -E 's/^(TL[0-9]+)-.*/\1/')" <<<"README.md
+$codes"
+
+case_ "rule --lang fr: 2, naming the languages there are"
+tl rule TL001 --lang fr
+expect_rc 2
+expect_err <<'TXT'
+torchleak: error: --lang: fr not in {en,zh}
+Run with --help for more information.
+TXT
+
 case_ "rule --all --output-dir into a path that is a file: 2"
 printf 'x\n' >afile
 tl rule --all --output-dir afile/pages
