@@ -3,7 +3,7 @@
 // iteration, where `loss` carries autograd history.
 #include <fmt/format.h>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
 
@@ -41,11 +41,19 @@ class AccumulateUndetached final : public Check {
     if (!statement || !added || !is_tensor_type(target->getType())) return;
     const ValueDecl* acc = named_decl(target);
     if (!acc) return;
+    // As in Python: the total must survive a step over data, the iteration
+    // of a loop over batches (one that iterates a data loader or steps an
+    // optimizer) around the statement. A loop over a module's blocks in
+    // `forward` (`x = x + block->forward(x)`), over time steps or over the
+    // parts of one loss is no such loop.
     const Stmt* loop = sem.enclosing_loop(statement);
-    if (!loop || !sem.outlives_iteration(acc, loop)) return;
+    const Stmt* data_loop = nullptr;
+    for (const Stmt* l = loop; l && !data_loop; l = sem.enclosing_loop(l))
+      if (sem.is_batch_loop(l) && sem.outlives_iteration(acc, l)) data_loop = l;
+    if (!data_loop) return;
     if (sem.grad_state(statement) != GradState::Enabled) return;
     if (sem.provenance(added) != Provenance::Attached) return;
-    if (reset_in_loop(sem, acc, loop, statement)) return;
+    if (reset_in_loop(sem, acc, data_loop, statement)) return;
     if (sem.feeds_backward(acc, sem.enclosing_body(statement))) return;
 
     std::string name = sem.text(target), value = sem.text(added);

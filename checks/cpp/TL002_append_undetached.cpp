@@ -3,7 +3,7 @@
 // torch::cat({acc, out})`, where the value carries autograd history.
 #include <fmt/format.h>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
 

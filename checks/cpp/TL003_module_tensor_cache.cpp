@@ -4,7 +4,7 @@
 // computation that carries autograd history, without `.detach()`.
 #include <fmt/format.h>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
 

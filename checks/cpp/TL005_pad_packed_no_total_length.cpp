@@ -14,7 +14,7 @@
 #include <optional>
 #include <set>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 
 namespace torchleak::cpp {

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 
 namespace torchleak::cpp {

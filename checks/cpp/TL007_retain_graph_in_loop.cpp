@@ -8,7 +8,7 @@
 // releasing it).
 #include <fmt/format.h>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 
 namespace torchleak::cpp {

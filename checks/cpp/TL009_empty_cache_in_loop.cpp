@@ -13,7 +13,7 @@
 
 #include <vector>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 
 namespace torchleak::cpp {

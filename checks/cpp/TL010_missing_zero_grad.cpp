@@ -2,7 +2,7 @@
 // step() but never zero_grad(): gradients add up across iterations.
 #include <fmt/format.h>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 
 namespace torchleak::cpp {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 #include "checks/size_format.h"
 

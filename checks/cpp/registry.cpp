@@ -2,7 +2,7 @@
 // TORCHLEAK_CPP_CHECK in each check's file.
 #include <algorithm>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 
 namespace torchleak::cpp {
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 
 namespace torchleak::cpp {
 

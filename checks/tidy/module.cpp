@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 
 namespace torchleak::tidy {
 

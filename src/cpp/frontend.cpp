@@ -13,7 +13,7 @@
 #include <memory>
 #include <mutex>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "core/analysis.h"
 #include "core/catalogue.h"
 #include "core/suppression.h"

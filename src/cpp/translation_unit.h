@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "cpp/driver.h"
 
 namespace torchleak::cpp {

@@ -13,7 +13,7 @@
 #include <map>
 #include <sstream>
 
-#include "checks/cpp/check.h"
+#include "cpp/check.h"
 #include "core/analysis.h"
 #include "core/engine.h"
 #include "cpp/compilation.h"
@@ -361,7 +361,7 @@ TEST(CppFrontend, NolintFormsAndTorchleakIgnore) {
   const char* text = R"(#include <torch/torch.h>
 
 int main() {
-  torch::nn::Linear model(4, 1);
+  torch::nn::Linear model(4, 1); torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(0.1));
   torch::Tensor a = torch::zeros({}), b = torch::zeros({}), c = torch::zeros({}), d = torch::zeros({}),
                 e = torch::zeros({}), f = torch::zeros({}), g = torch::zeros({});
   for (int step = 0; step < 10; ++step) {
@@ -376,6 +376,7 @@ int main() {
     e += loss;  // torchleak: ignore[TL001]
     f += loss;  // NOLINT(bugprone-use-after-move)
     g += loss;
+    opt.step();
   }
 }
 )";

@@ -1,4 +1,5 @@
-// The interface every C++ (LibTorch) check implements, shared by torchleak's
+// The interface every C++ (LibTorch) check implements (it lives in src/cpp so
+// that the engine never includes checks/), shared by torchleak's
 // Clang frontend (src/cpp) and the clang-tidy module (checks/tidy). A check is
 // one class in one file, named after its rule:
 //
