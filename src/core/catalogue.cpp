@@ -221,9 +221,11 @@ const std::vector<std::string>& documentation_languages() {
     std::vector<std::string> out{"en"};
     const auto& rules = Catalogue::builtin().rules();
     if (rules.empty()) return out;
-    for (const auto& [lang, t] : rules.front().translations)
+    for (const auto& entry : rules.front().translations) {
+      const std::string& lang = entry.first;
       if (std::all_of(rules.begin(), rules.end(), [&](const RuleInfo& r) { return r.translations.count(lang); }))
         out.push_back(lang);
+    }
     return out;
   }();
   return langs;

@@ -41,7 +41,6 @@ struct CountingIterator {
     ++*this;
     return t;
   }
-  friend bool operator==(const CountingIterator& a, const CountingIterator& b) { return a.p == b.p; }
   friend bool operator!=(const CountingIterator& a, const CountingIterator& b) { return a.p != b.p; }
 };
 
