@@ -64,7 +64,8 @@ size_t invalid_utf8_offset(std::string_view s) {
   return std::string_view::npos;
 }
 
-// The line that holds byte `byte` of `text`, without its terminator.
+}  // namespace
+
 std::string_view line_containing(std::string_view text, size_t byte) {
   size_t pos = std::min(byte, text.size());
   size_t begin = pos == 0 ? std::string_view::npos : text.rfind('\n', pos - 1);
@@ -74,6 +75,8 @@ std::string_view line_containing(std::string_view text, size_t byte) {
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
   return line;
 }
+
+namespace {
 
 bool has_lone_cr(std::string_view text) {
   for (size_t i = text.find('\r'); i != std::string_view::npos; i = text.find('\r', i + 1))

@@ -127,6 +127,10 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
 void parallel_for(size_t n, unsigned jobs, const std::function<void(size_t)>& work,
                   const std::atomic<bool>* cancel = nullptr);
 
+// The line that holds byte `byte` of `text`, without its terminator (\n, \r\n):
+// a view into `text`.
+std::string_view line_containing(std::string_view text, size_t byte);
+
 // Why `bytes` cannot be analyzed as source text, or "" when it can.
 std::string unreadable_reason(std::string_view bytes);
 

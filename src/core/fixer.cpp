@@ -243,13 +243,10 @@ NoqaReport add_noqa(const RunOptions& options, bool write) {
     for (const auto& [line, diags] : lines) {
       std::set<std::string> codes;
       for (const Diagnostic* d : diags) codes.insert(d->rule_id);
-      // The end of the finding's line in the program, before any \r.
-      uint32_t at = diags.front()->start_byte;
-      size_t end = program.find('\n', at);
-      if (end == std::string::npos) end = program.size();
-      size_t begin = program.rfind('\n', at == 0 ? 0 : at - 1);
-      begin = begin == std::string::npos || at == 0 ? 0 : begin + 1;
-      if (end > begin && program[end - 1] == '\r') --end;
+      // The finding's line in the program, without its terminator.
+      std::string_view whole = line_containing(program, diags.front()->start_byte);
+      size_t begin = static_cast<size_t>(whole.data() - program.data());
+      size_t end = begin + whole.size();
       size_t text_end = end;
       while (text_end > begin && (program[text_end - 1] == ' ' || program[text_end - 1] == '\t')) --text_end;
       std::string_view text(program.data() + begin, text_end - begin);

@@ -628,12 +628,9 @@ json Server::code_actions(const json& params) {
     }
     // Suppress on this line: extend an existing noqa list, or add one.
     const std::string& text = doc.text();
-    size_t line_start = text.rfind('\n', d.start_byte == 0 ? 0 : d.start_byte - 1);
-    line_start = (d.start_byte == 0 || line_start == std::string::npos) ? 0 : line_start + 1;
-    size_t line_end = text.find('\n', d.start_byte);
-    if (line_end == std::string::npos) line_end = text.size();
-    if (line_end > line_start && text[line_end - 1] == '\r') --line_end;
-    std::string line = text.substr(line_start, line_end - line_start);
+    std::string_view line_view = line_containing(text, d.start_byte);
+    size_t line_end = static_cast<size_t>(line_view.data() - text.data()) + line_view.size();
+    std::string line(line_view);
     std::string comment_mark = python ? "# noqa:" : "// NOLINT(";
     size_t existing = line.find(comment_mark);
     json edit;
