@@ -67,6 +67,11 @@ class AccumulateUndetached final : public Check {
     f.help = fmt::format("accumulate `{}` instead (or a `double` with `.item<double>()`)", detached);
     f.fixes = append_call_fixes(added, *result.Context, ".detach()");
     if (!f.fixes.empty()) f.fix_title = "Use `.detach()` on the accumulated value";
+    // As in Python: safe when the total is a local of this function that no
+    // backward() reads (feeds_backward above), so only this function sees the
+    // history the fix drops. A field, a global, a static, or a reference or
+    // pointer parameter is shared state read elsewhere: unsafe there.
+    f.fix_safety = private_total(acc) ? FixSafety::Safe : FixSafety::Unsafe;
     sink.report(result, std::move(f));
   }
 
@@ -82,6 +87,12 @@ class AccumulateUndetached final : public Check {
     if (named_decl(sum->getArg(0)) == acc) return sum->getArg(1);
     if (sum->getOperator() == OO_Plus && named_decl(sum->getArg(1)) == acc) return sum->getArg(0);
     return nullptr;
+  }
+
+  static bool private_total(const ValueDecl* acc) {
+    auto* v = dyn_cast<VarDecl>(acc);
+    if (!v || !v->isLocalVarDecl() || v->isStaticLocal()) return false;
+    return !v->getType()->isReferenceType() && !v->getType()->isPointerType();
   }
 
   // `total = torch::zeros({})`, `total.zero_()` or `total.detach_()` in the

@@ -192,9 +192,9 @@ class PadPackedNoTotalLength final : public Check {
 
   // `/*total_length=*/tokens.size(1)` when the same method packed a named
   // tensor before the call, with a constant batch_first, and did not rebind it
-  // in between. Safe (the catalogue says so): under data_parallel the length
-  // without total_length depends on how the batch was split across replicas,
-  // so no working program relies on it.
+  // in between. Safe, as in Python: under data_parallel the length without
+  // total_length depends on how the batch was split across replicas, so no
+  // working program relies on it.
   static void add_fix(const Semantics& sem, const CallExpr* pad, const CXXMethodDecl* method, Finding& f) {
     const Stmt* body = method->getBody();
     if (!body) return;
@@ -232,6 +232,7 @@ class PadPackedNoTotalLength final : public Check {
     if (after.isInvalid()) return;
     f.fix_title = fmt::format("Pad to `{}` with `total_length`", length);
     f.fixes.push_back(FixItHint::CreateInsertion(after, text));
+    f.fix_safety = FixSafety::Safe;
   }
 
   static std::optional<bool> constant_bool(const Expr* e, const ASTContext& ctx) {

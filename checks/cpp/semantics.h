@@ -19,8 +19,8 @@
 
 namespace torchleak::cpp {
 
-enum class GradState { Enabled, Disabled, Maybe };
-enum class Provenance { Attached, Detached, Unknown };
+using torchleak::GradState;
+using torchleak::Provenance;
 
 // --- types --------------------------------------------------------------------
 // at::Tensor (torch::Tensor, torch::autograd::Variable), through references,

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/vocabulary.h"
+
 namespace torchleak {
 
 // A position in a source file. `line` is 1-based; `column` is the 0-based
@@ -26,8 +28,6 @@ struct Edit {
   std::string replacement;
   friend bool operator==(const Edit&, const Edit&) = default;
 };
-
-enum class FixSafety { Safe, Unsafe };
 
 struct Fix {
   std::string title;  // "Replace `loss` with `loss.item()`"

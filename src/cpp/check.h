@@ -9,7 +9,8 @@
 // `register_matchers` declares the AST matchers the check needs; `run`
 // receives each match and hands findings to a Sink, which is torchleak's
 // diagnostic list or clang-tidy's diagnostic engine. Nothing here depends on
-// torchleak's core, so the clang-tidy module carries only these sources.
+// torchleak's core but its dependency-free vocabulary (core/vocabulary.h), so
+// the clang-tidy module carries only these sources.
 #pragma once
 
 #include <clang/ASTMatchers/ASTMatchFinder.h>
@@ -19,6 +20,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "core/vocabulary.h"
 
 namespace torchleak::cpp {
 
@@ -38,6 +41,9 @@ struct Finding {
   std::string help;       // a one-line hint specific to this finding
   std::string fix_title;  // empty when there is no fix
   std::vector<clang::FixItHint> fixes;
+  // Decided by the check for this finding: Safe only when the fix cannot
+  // change what a correct program computes.
+  FixSafety fix_safety = FixSafety::Unsafe;
 };
 
 class Sink {

@@ -192,7 +192,7 @@ class CppFrontend final : public LanguageFrontend {
     if (!f.edits.empty()) {
       Fix fix;
       fix.title = std::move(f.fix_title);
-      fix.safety = rule && rule->fix_availability == FixAvailability::Unsafe ? FixSafety::Unsafe : FixSafety::Safe;
+      fix.safety = f.fix_safety;
       for (TuEdit& e : f.edits) fix.edits.push_back({e.start_byte, e.end_byte, std::move(e.replacement)});
       d.fix = std::move(fix);
     }

@@ -71,7 +71,10 @@ class FindingSink final : public Sink {
       }
       f.edits.push_back({sm.getFileOffset(r.getBegin()), sm.getFileOffset(r.getEnd()), hint.CodeToInsert});
     }
-    if (fix_ok) f.fix_title = std::move(finding.fix_title);
+    if (fix_ok) {
+      f.fix_title = std::move(finding.fix_title);
+      f.fix_safety = finding.fix_safety;
+    }
     else f.edits.clear();
     ContextFinder finder(sm, f.start_byte);
     for (Decl* d : scope_) finder.TraverseDecl(d);

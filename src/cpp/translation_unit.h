@@ -35,6 +35,7 @@ struct TuFinding {
   std::string help;
   std::string fix_title;
   std::vector<TuEdit> edits;  // empty: no fix
+  FixSafety fix_safety = FixSafety::Unsafe;
   std::string context;        // the enclosing function, "Net::forward"
 };
 

@@ -17,16 +17,17 @@
 
 #include "core/config.h"
 #include "core/diagnostic.h"
+#include "core/vocabulary.h"
 #include "python/syntax.h"
 
 namespace torchleak::python {
 
-// Whether a value carries autograd history. Unknown never produces a finding.
-enum class Provenance : uint8_t { Unknown, Detached, Attached };
+// Provenance, Device and GradState are the shared vocabulary
+// (core/vocabulary.h) the C++ checks use too.
+using torchleak::Device;
+using torchleak::GradState;
+using torchleak::Provenance;
 Provenance join(Provenance a, Provenance b);
-
-// Where a tensor lives.
-enum class Device : uint8_t { Unknown, Host, Accelerator };
 
 struct ValueParts;
 class Model;
@@ -87,12 +88,6 @@ bool returns_values_and_indices(std::string_view name);
 // The join of two values that may reach the same place (branches, call sites).
 Value join(const Value& a, const Value& b);
 Device join(Device a, Device b);
-
-enum class GradState : uint8_t {
-  Enabled,   // autograd records operations
-  Disabled,  // no_grad, inference_mode, set_grad_enabled(False), a decorator
-  Maybe,     // set_grad_enabled(<expression>): depends on a runtime value
-};
 
 struct Function {
   TSNode node{};  // function_definition

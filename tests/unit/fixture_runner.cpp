@@ -31,6 +31,7 @@ struct Expectation {
   std::string rule;
   uint32_t line;
   uint32_t column;  // 1-based code points; 0 when the marker gives none
+  bool safe_fix = false;  // `TL001:9 safe`: the finding's fix is marked safe
   bool operator<(const Expectation& o) const {
     return std::tie(path, line, rule) < std::tie(o.path, o.line, o.rule);
   }
@@ -46,8 +47,9 @@ std::string read(const fs::path& p) {
 // Markers: `# expect: TL001` or `# expect: TL001:9, TL002` (column optional),
 // and `// expect:` for C++.
 std::vector<Expectation> markers(const std::string& path, const std::string& text) {
-  static const std::regex marker(R"((?:#|//)\s*expect:\s*([A-Z]+[0-9]+(?::[0-9]+)?(?:\s*,\s*[A-Z]+[0-9]+(?::[0-9]+)?)*))");
-  static const std::regex item(R"(([A-Z]+[0-9]+)(?::([0-9]+))?)");
+  static const std::regex marker(
+      R"((?:#|//)\s*expect:\s*([A-Z]+[0-9]+(?::[0-9]+)?(?: safe)?(?:\s*,\s*[A-Z]+[0-9]+(?::[0-9]+)?(?: safe)?)*))");
+  static const std::regex item(R"(([A-Z]+[0-9]+)(?::([0-9]+))?( safe)?)");
   std::vector<Expectation> out;
   std::istringstream in(text);
   std::string line;
@@ -59,7 +61,7 @@ std::vector<Expectation> markers(const std::string& path, const std::string& tex
     std::string list = m[1];
     for (std::sregex_iterator it(list.begin(), list.end(), item), end; it != end; ++it) {
       uint32_t col = (*it)[2].matched ? static_cast<uint32_t>(std::stoul((*it)[2])) : 0;
-      out.push_back({path, (*it)[1], n, col});
+      out.push_back({path, (*it)[1], n, col, (*it)[3].matched});
     }
   }
   return out;
@@ -100,13 +102,14 @@ std::string describe(const std::set<Expectation>& s) {
   std::string out;
   for (const auto& e : s)
     out += "  " + fs::path(e.path).filename().string() + ":" + std::to_string(e.line) + ":" +
-           std::to_string(e.column) + " " + e.rule + "\n";
+           std::to_string(e.column) + " " + e.rule + (e.safe_fix ? " safe" : "") + "\n";
   return out.empty() ? "  (none)\n" : out;
 }
 
-// The exact set of (rule, line[, column]) findings equals the markers.
+// The exact set of (rule, line[, column]) findings equals the markers; with
+// `fix_safety`, also which findings carry a fix marked safe (`TL001:9 safe`).
 void expect_findings_equal_markers(const RunResult& result, const std::vector<Expectation>& expected,
-                                   const std::string& fixture) {
+                                   const std::string& fixture, bool fix_safety = false) {
   for (const auto& e : result.errors) ADD_FAILURE() << e.path << ": " << e.message;
   std::set<Expectation> got, want;
   for (const auto& d : result.diagnostics) {
@@ -115,9 +118,13 @@ void expect_findings_equal_markers(const RunResult& result, const std::vector<Ex
     bool marker_has_column = std::any_of(expected.begin(), expected.end(), [&](const Expectation& e) {
       return e.path == d.path && e.line == d.start.line && e.rule == d.rule_id && e.column != 0;
     });
-    got.insert({d.path, d.rule_id, d.start.line, marker_has_column ? col : 0});
+    bool safe = fix_safety && d.fix && d.fix->safety == FixSafety::Safe;
+    got.insert({d.path, d.rule_id, d.start.line, marker_has_column ? col : 0, safe});
   }
-  for (const auto& e : expected) want.insert(e);
+  for (Expectation e : expected) {
+    e.safe_fix = e.safe_fix && fix_safety;
+    want.insert(e);
+  }
   EXPECT_EQ(describe(got), describe(want)) << "fixture: " << fixture;
 }
 
@@ -136,7 +143,8 @@ std::string describe_set(const std::set<std::string>& s) {
 // One analysis per project serves both comparisons (a C++ fixture costs a
 // compilation): the fixer's first pass gives the findings, its last the
 // fixed texts.
-//  - The exact set of findings equals the `# expect:` markers.
+//  - The exact set of findings equals the `# expect:` markers, and the
+//    findings whose fix is marked safe are those whose marker says `safe`.
 //  - Every fix on its fixtures: a file whose findings carry fixes has beside
 //    it `<file>.fixed`, the text after `--fix --unsafe-fixes`; a file without
 //    fixes has none. The fixer's last pass, over the fixed text, fixes nothing.
@@ -164,7 +172,7 @@ TEST_P(Fixture, FindingsEqualMarkersAndFixesEqualExpectedOutput) {
   fo.write = false;
   FixReport report = fix(options, fo);
 
-  expect_findings_equal_markers(report.first, expected, GetParam().front().string());
+  expect_findings_equal_markers(report.first, expected, GetParam().front().string(), /*fix_safety=*/true);
 
   for (const auto& e : report.dropped) ADD_FAILURE() << e.path << ": " << e.message;
   std::map<std::string, std::string> fixed;
