@@ -14,20 +14,32 @@ python3-torch package):
     /usr/bin/python3 tools/runtime/oracle.py --check
     /usr/bin/python3 tools/runtime/oracle.py --write-table docs/runtime-verdicts.md
 
+A second phase applies torchleak's own fixes: every program that carries an
+`# expect:` marker is copied, fixed with `torchleak check --no-cache --fix`
+(and, for information, with `--unsafe-fixes`), and when it changed, the
+original and the fixed program run under TORCHLEAK_TRAIN_PROBE=1; a safe fix
+must keep every parameter's gradient and the sequence of losses.  The binary
+comes from --torchleak, $TORCHLEAK_BINARY, build/dev or build/release; without
+one the phase is skipped.
+
 --check exits 1 when a rule's leaking program does not show its effect or
-its fixed program does; its last line is "N passed, M failed".
+its fixed program does, or when a safe fix changes what a program trains;
+its last line is "N passed, M failed".
 """
 
 import argparse
 import concurrent.futures
 import json
+import math
 import os
 import platform
 import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -77,7 +89,8 @@ class Run(object):
         return "{} {} printed no measurement".format(self.program, self.n)
 
 
-def run_program(python, folder, program, n, env_extra, timeout):
+def run_program(python, folder, program, n, env_extra, timeout, base=FIXTURES):
+    """Run ``base/folder/program n`` in its folder; ``_measure`` comes from FIXTURES."""
     env = dict(os.environ)
     env.pop("PYTHONHOME", None)
     env["PYTHONPATH"] = FIXTURES
@@ -87,10 +100,10 @@ def run_program(python, folder, program, n, env_extra, timeout):
     env["PYTHONWARNINGS"] = "ignore"
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(env_extra)
-    path = os.path.join(FIXTURES, folder, program)
+    path = os.path.join(base, folder, program)
     start = time.time()
     try:
-        proc = subprocess.run([python, path, str(n)], cwd=os.path.join(FIXTURES, folder),
+        proc = subprocess.run([python, path, str(n)], cwd=os.path.join(base, folder),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -259,6 +272,22 @@ def eval_growth(res, what):
         "the heap between the large activation buffers.".format(
             fmt_bytes(L2.get("graph_bytes")), what, dl_heap / float(n), rss_mib(L1), rss_mib(L2)),
     ]
+    if "leak_private_total.py" in res.rule.programs:
+        T1, T2 = res.one("leak_private_total.py", n), res.one("leak_private_total.py", 2 * n)
+        err = require_ok([T1, T2])
+        if err:
+            return Outcome(err, fixed_fig, False, fixed_clean, notes)
+        dt_nodes = T2.get("graph_nodes") - T1.get("graph_nodes")
+        dt_heap = T2.get("malloc_in_use_bytes") - T1.get("malloc_in_use_bytes")
+        leak_fig += ("; leak_private_total.py (a zero-tensor total, local to the epoch "
+                     "function): graph nodes {} → {}, live heap {}").format(
+            T1.get("graph_nodes"), T2.get("graph_nodes"), fmt_delta(dt_heap))
+        leak_shows = leak_shows and dt_nodes >= n and dt_heap >= FLAT
+        notes.append(
+            "A total started as a tensor (`epoch_loss = torch.zeros(())`, leak_private_total.py) "
+            "keeps the graphs the same way ({:.1f} nodes and {:.1f} KiB of heap per step) until "
+            "the function that owns it returns and its caller drops the result.".format(
+                dt_nodes / float(n), dt_heap / float(n) / KIB))
     if "leak_validation.py" in res.rule.programs:
         V1, V2 = res.one("leak_validation.py", n), res.one("leak_validation.py", 2 * n)
         err = require_ok([V1, V2])
@@ -349,6 +378,31 @@ def eval_worker_seed(res):
     fixed_fig = fig(fixed) + "; global np.random without worker_init_fn: {:.1f}% / {:.1f}%".format(
         100 * glob[1].get("repeated_fraction"), 100 * glob[1].get("replayed_next_epoch_fraction"))
     return Outcome(fig(leak), fixed_fig, leak_shows, clean(fixed) and clean(glob), notes)
+
+
+def eval_pad_packed(res):
+    n = res.rule.n
+    L, F = res.one("leak.py", n), res.one("fixed.py", n)
+    err = require_ok([L, F])
+    if err:
+        return Outcome(err, "", False, False, measurable=False)
+
+    def fig(r):
+        return ("runs {} steps; DataParallel replicas: {}; batches whose output length differs "
+                "from the padded input's: {}; last loss {:.4f}").format(
+            r.get("steps"), r.get("replicas"), r.get("mismatched_batches"), r.get("final_loss"))
+
+    notes = [
+        "`nn.DataParallel` splits a batch only across CUDA devices; without one it has no "
+        "replicas ({} here) and calls the module once on the whole batch, which the data "
+        "loader padded to its longest sequence, so `pad_packed_sequence` without "
+        "`total_length` pads back to the input's length and both programs compute the same "
+        "(last loss {:.4f} / {:.4f}). The length mismatch between replicas that the rule is "
+        "about needs two or more GPUs; the verdict needs them. That torchleak's safe "
+        "`total_length=` fix leaves this program's training unchanged is checked below, in "
+        "the safe-fix table.".format(L.get("replicas"), L.get("final_loss"), F.get("final_loss")),
+    ]
+    return Outcome(fig(L), fig(F), True, True, notes, measurable=False)
 
 
 def eval_eval_no_grad(res):
@@ -641,7 +695,7 @@ RULES = [
          "autograd nodes reachable from live tensors and live heap bytes (glibc mallinfo2) after "
          "the loop; saved-activation bytes; peak RSS",
          lambda res: eval_growth(res, "`total_loss`"),
-         programs=("leak.py", "fixed.py", "leak_validation.py")),
+         programs=("leak.py", "fixed.py", "leak_validation.py", "leak_private_total.py")),
     Rule("TL002", "append-undetached", "TL002_append", 80,
          "`losses.append(loss)` keeps every step's loss and its autograd graph alive: retained "
          "memory grows with the number of steps.",
@@ -662,6 +716,13 @@ RULES = [
          "another sample's, and fraction of epoch 2 replaying epoch 1; same for NumPy's global "
          "generator (global_rng.py)",
          eval_worker_seed, programs=("leak.py", "fixed.py", "global_rng.py")),
+    Rule("TL005", "pad-packed-no-total-length", "TL005_pad_packed", 20,
+         "Under `nn.DataParallel`, `pad_packed_sequence` without `total_length` pads each "
+         "replica's output to the longest sequence of that replica's slice of the batch, so the "
+         "gathered outputs disagree in length with the padded input and targets.",
+         "exit status, output length against the padded input's, and loss, on the CPU "
+         "(DataParallel without CUDA calls the module on the whole batch)",
+         eval_pad_packed, sizes=(1,)),
     Rule("TL006", "eval-without-no-grad", "TL006_eval_no_grad", 10,
          "Evaluating without `torch.no_grad()` records a graph per batch and keeps its "
          "activations: higher peak memory than with `no_grad` (no growth with the number of "
@@ -711,6 +772,308 @@ RULES = [
          "bytes of tensor storage held after the loop at N and 2N batches; peak RSS",
          eval_collect),
 ]
+
+
+# --------------------------------------------------------------------------
+# Fixes applied by torchleak and run
+#
+# For every program that carries an `# expect:` marker, torchleak's fixes are
+# applied to a copy of the program's folder, once with the safe fixes only
+# (`check --no-cache --fix`) and once with the unsafe ones too
+# (`--unsafe-fixes`).  When a copy changed, the original and the fixed
+# program run with the same iteration count under TORCHLEAK_TRAIN_PROBE=1,
+# which records the parameters that received a gradient and the value of
+# every scalar that backward() was called on.  A safe fix must keep both;
+# the unsafe fixes are run for information only.
+
+TRAIN_PROBE_ENV = {"TORCHLEAK_TRAIN_PROBE": "1", "TORCHLEAK_MEASURE": "off"}
+LOSS_RTOL = 1e-5  # same seeds: the losses should be equal, not just close
+LOSS_RTOL_TEXT = "1e-5"
+
+
+def default_torchleak():
+    env = os.environ.get("TORCHLEAK_BINARY")
+    if env:
+        return env
+    for preset in ("dev", "release"):
+        path = os.path.join(ROOT, "build", preset, "torchleak")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def marked_programs(rule):
+    """The programs of a rule's folder that carry an `# expect:` marker."""
+    folder = os.path.join(FIXTURES, rule.folder)
+    out = []
+    for name in sorted(os.listdir(folder)):
+        if not name.endswith(".py") or name == "fixed.py":
+            continue
+        with open(os.path.join(folder, name)) as f:
+            if "# expect:" in f.read():
+                out.append(name)
+    return out
+
+
+def torchleak_findings(binary, path):
+    """(rule, fix title, fix safety) of every finding torchleak reports on path."""
+    proc = subprocess.run([binary, "check", "--no-cache", "--exit-zero", "--output-format", "json",
+                           path], cwd=os.path.dirname(path), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError("torchleak exited {}: {}".format(proc.returncode,
+                                                            proc.stderr.strip()[:200]))
+    out = []
+    for d in json.loads(proc.stdout).get("diagnostics", []):
+        fix = d.get("fix") or {}
+        out.append((d.get("rule"), d.get("start", {}).get("line"), fix.get("title"),
+                    fix.get("safety")))
+    return out
+
+
+class Applied(object):
+    """torchleak's fixes applied to one copy of a program."""
+
+    def __init__(self, unsafe):
+        self.unsafe = unsafe
+        self.changed = False
+        self.fixes = []  # (rule, title, safety) of the fixes applied
+        self.error = None
+        self.base = None  # the copy's root, for run_program
+        self.text = None
+
+
+def apply_fixes(binary, folder, program, unsafe, tmp_root):
+    applied = Applied(unsafe)
+    applied.base = os.path.join(tmp_root, "unsafe" if unsafe else "safe")
+    dest = os.path.join(applied.base, folder)
+    shutil.copytree(os.path.join(FIXTURES, folder), dest,
+                    ignore=shutil.ignore_patterns("__pycache__", ".torchleak_cache"))
+    path = os.path.join(dest, program)
+    with open(path) as f:
+        before = f.read()
+    cmd = [binary, "check", "--no-cache", "--fix"] + (["--unsafe-fixes"] if unsafe else []) + [path]
+    try:
+        offered = torchleak_findings(binary, path)
+        proc = subprocess.run(cmd, cwd=dest, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=120)
+        # 0: nothing remains, 1: findings remain; anything else is an error
+        if proc.returncode not in (0, 1):
+            raise RuntimeError("`torchleak check --fix{}` exited {}: {}".format(
+                " --unsafe-fixes" if unsafe else "", proc.returncode,
+                (proc.stderr or proc.stdout).strip()[:200]))
+        remaining = [(r, t) for r, _, t, _ in torchleak_findings(binary, path)]
+    except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
+        applied.error = str(exc)
+        return applied
+    with open(path) as f:
+        applied.text = f.read()
+    applied.changed = applied.text != before
+    for rule, line, title, safety in offered:
+        if title is None or (safety != "safe" and not unsafe):
+            continue
+        if (rule, title) in remaining:
+            remaining.remove((rule, title))
+        else:
+            applied.fixes.append((rule, title, safety))
+    return applied
+
+
+class FixCase(object):
+    def __init__(self, rule, program):
+        self.rule = rule
+        self.program = program
+        self.safe = None
+        self.unsafe = None
+        self.original = None  # Run under the training probe
+        self.safe_run = None
+        self.unsafe_run = None
+
+    @property
+    def name(self):
+        return "{}/{}".format(self.rule.folder, self.program)
+
+
+def probe(run):
+    return run.get("train_probe") or {}
+
+
+PRINTED_NUMBER = re.compile(r"-?\d+(?:\.(\d+))?(?:[eE][-+]?\d+)?")
+
+
+def printed_lines(run):
+    return [l for l in run.stdout.splitlines() if not l.startswith(MARK)]
+
+
+def printed_agree(a, b):
+    """Whether two runs print the same text, numbers equal to their printed precision."""
+    la, lb = printed_lines(a), printed_lines(b)
+    if len(la) != len(lb):
+        return False
+    for x, y in zip(la, lb):
+        if PRINTED_NUMBER.sub("#", x) != PRINTED_NUMBER.sub("#", y):
+            return False
+        for mx, my in zip(PRINTED_NUMBER.finditer(x), PRINTED_NUMBER.finditer(y)):
+            vx, vy = float(mx.group(0)), float(my.group(0))
+            decimals = max(len(mx.group(1) or ""), len(my.group(1) or ""))
+            tol = max(LOSS_RTOL * max(abs(vx), abs(vy)), 1.001 * 10.0 ** -decimals if decimals else 0)
+            if abs(vx - vy) > tol:
+                return False
+    return True
+
+
+def losses_close(a, b):
+    if math.isnan(a) and math.isnan(b):
+        return True
+    return math.isclose(a, b, rel_tol=LOSS_RTOL, abs_tol=1e-12)
+
+
+class Comparison(object):
+    """The original program's training against the fixed program's."""
+
+    def __init__(self, original, fixed):
+        self.preserved = False
+        self.params = ""
+        self.losses = ""
+        self.problems = []
+        self.trains = False
+        if not original.ok or not fixed.ok:
+            for label, r in (("original", original), ("fixed", fixed)):
+                if r.returncode != 0:
+                    error = r.error_line()
+                    if len(error) > 110:
+                        error = error[:110].rstrip() + "…"
+                    self.problems.append("{} program exits {} ({})".format(
+                        label, r.returncode, error))
+                elif not r.ok:
+                    self.problems.append("{} program printed no measurement".format(label))
+            self.params = self.losses = "—"
+            return
+        po, pf = probe(original), probe(fixed)
+        got_o = set(k for k, c in po.get("params", {}).items() if c > 0)
+        got_f = set(k for k, c in pf.get("params", {}).items() if c > 0)
+        lost, gained = sorted(got_o - got_f), sorted(got_f - got_o)
+        total = len(set(po.get("params", {})) | set(pf.get("params", {})))
+        self.params = "{} → {} of {}".format(len(got_o), len(got_f), total)
+        if lost:
+            self.problems.append("{} parameter(s) no longer receive a gradient: {}".format(
+                len(lost), ", ".join(short_param(k) for k in lost[:4])))
+            self.params += "; lost: " + ", ".join(short_param(k) for k in lost[:4])
+        if gained:
+            self.problems.append("{} parameter(s) receive a gradient only after the fix: {}".format(
+                len(gained), ", ".join(short_param(k) for k in gained[:4])))
+            self.params += "; gained: " + ", ".join(short_param(k) for k in gained[:4])
+        if not lost and not gained:
+            self.params += ", none lost"
+        lo, lf = po.get("losses", []), pf.get("losses", [])
+        if len(lo) != len(lf):
+            self.problems.append("{} backward() losses before, {} after".format(len(lo), len(lf)))
+            self.losses = "{} → {} backward() calls".format(len(lo), len(lf))
+        elif not lo:
+            # Nothing trains (an evaluation program): what it computes is
+            # what it prints.
+            if printed_agree(original, fixed):
+                self.losses = "no backward(); printed results agree ({})".format(
+                    " / ".join(printed_lines(fixed))[:120])
+            else:
+                self.problems.append("printed results differ")
+                self.losses = "no backward(); printed results differ: {} vs {}".format(
+                    " / ".join(printed_lines(original))[:100],
+                    " / ".join(printed_lines(fixed))[:100])
+        else:
+            bad = [i for i, (a, b) in enumerate(zip(lo, lf)) if not losses_close(a, b)]
+            worst = max(abs(a - b) / max(abs(a), abs(b), 1e-30) for a, b in zip(lo, lf))
+            if bad:
+                i = bad[0]
+                self.problems.append("losses differ from step {} on ({:.6g} vs {:.6g})".format(
+                    i + 1, lo[i], lf[i]))
+                self.losses = ("{} losses; {} differ, first at step {} ({:.6g} vs {:.6g}); "
+                               "last {:.4f} vs {:.4f}").format(
+                    len(lo), len(bad), i + 1, lo[i], lf[i], lo[-1], lf[-1])
+            else:
+                self.losses = "{} losses, equal (largest relative difference {:.1e})".format(
+                    len(lo), worst)
+        self.trains = bool(lo)
+        self.preserved = not self.problems
+
+
+def short_param(key):
+    # "__main__.SmallCNN#0.features.0.weight" -> "SmallCNN#0.features.0.weight"
+    head, _, rest = key.partition("#")
+    return head.rsplit(".", 1)[-1] + ("#" + rest if rest else "")
+
+
+def fixes_text(fixes, safety=None):
+    parts = ["{} {}{}".format(rule, title, "" if safety else " ({})".format(s))
+             for rule, title, s in fixes if safety is None or s == safety]
+    return "; ".join(parts) if parts else "—"
+
+
+def run_fix_phase(rules, python, binary, jobs, log):
+    """Apply torchleak's fixes to every marked program and run them; a list of FixCase."""
+    cases = [FixCase(rule, program) for rule in rules for program in marked_programs(rule)]
+    tmp_root = tempfile.mkdtemp(prefix="torchleak-oracle-fixes-")
+    try:
+        for case in cases:
+            tmp = os.path.join(tmp_root, "{}-{}".format(case.rule.folder, case.program[:-3]))
+            case.safe = apply_fixes(binary, case.rule.folder, case.program, False, tmp)
+            case.unsafe = apply_fixes(binary, case.rule.folder, case.program, True, tmp)
+        jobs_list = []
+        for case in cases:
+            if not (case.safe.changed or case.unsafe.changed):
+                continue
+            jobs_list.append((case, "original", FIXTURES))
+            if case.safe.changed:
+                jobs_list.append((case, "safe", case.safe.base))
+            if case.unsafe.changed and case.unsafe.text != case.safe.text:
+                jobs_list.append((case, "unsafe", case.unsafe.base))
+
+        def go(item):
+            case, which, base = item
+            return item, run_program(python, case.rule.folder, case.program, case.rule.n,
+                                     TRAIN_PROBE_ENV, case.rule.timeout, base=base)
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for (case, which, base), run in pool.map(go, jobs_list):
+                setattr(case, "original" if which == "original" else which + "_run", run)
+                log("  fixes {} {} ({}) {:>4}: exit {} in {:.1f} s".format(
+                    case.rule.rule_id, case.program, which, case.rule.n, run.returncode,
+                    run.seconds))
+        for case in cases:
+            if case.unsafe.changed and case.unsafe_run is None:
+                case.unsafe_run = case.safe_run  # the unsafe fixes changed nothing more
+    finally:
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    return cases
+
+
+def safe_verdict(case):
+    """(status, text) of a program's safe fixes: PASS, FAIL or None (no safe fix applied)."""
+    if case.safe.error:
+        return "FAIL", "torchleak failed: " + case.safe.error
+    if not case.safe.changed:
+        return None, "no safe fix"
+    c = Comparison(case.original, case.safe_run)
+    if c.preserved:
+        return "PASS", ("safe: training unchanged" if c.trains else
+                        "safe: no backward(), printed results unchanged")
+    return "FAIL", "FAILS: " + "; ".join(c.problems)
+
+
+def unsafe_summary(case):
+    if case.unsafe.error:
+        return "torchleak failed: " + case.unsafe.error
+    c = Comparison(case.original, case.unsafe_run)
+    if c.preserved:
+        return ("training preserved here" if c.trains else
+                "no backward(); printed results preserved here")
+    if not case.original.ok:
+        return "not comparable: " + "; ".join(c.problems)
+    return "changes training: " + "; ".join(c.problems)
+
+
+def has_unsafe(case):
+    return case.unsafe is not None and any(s != "safe" for _, _, s in case.unsafe.fixes)
 
 
 # --------------------------------------------------------------------------
@@ -767,7 +1130,73 @@ def md_cell(text):
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def write_table(path, outcomes, versions, seconds, cpu_seconds):
+def fix_tables(fix_phase):
+    """The markdown sections on torchleak's fixes (fix_phase: cases, or a reason it was skipped)."""
+    lines = ["", "## Safe fixes, applied by torchleak and run", ""]
+    if isinstance(fix_phase, str):
+        return lines + ["Not run: {}.".format(fix_phase), ""]
+    lines += [
+        "Every program above that carries an `# expect:` marker is copied and fixed with "
+        "`torchleak check --no-cache --fix` (safe fixes only). When the file changed, the "
+        "original and the fixed program run with the same N under `TORCHLEAK_TRAIN_PROBE=1`, "
+        "which records which parameters received a gradient in any `backward()` and the value "
+        "of every scalar `backward()` was called on. A safe fix must leave every parameter "
+        "that received a gradient still receiving one, the losses equal (relative tolerance "
+        "{}, same seeds) and both programs exiting 0; a program with no `backward()` trains "
+        "nothing and must print the same results, each number to its printed precision. A safe "
+        "fix that fails this fails `--check`.".format(LOSS_RTOL_TEXT),
+        "",
+        "| Program (N) | Safe fixes applied | Parameters receiving a gradient (original → fixed) "
+        "| Losses (original vs fixed) | Verdict |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    none = []
+    for case in fix_phase:
+        status, text = safe_verdict(case)
+        if status is None:
+            none.append(case.name)
+            continue
+        if case.safe.error:
+            lines.append("| {} | — | — | — | {} |".format(md_cell(case.name), md_cell("**" + text + "**")))
+            continue
+        c = Comparison(case.original, case.safe_run)
+        lines.append("| {} | {} | {} | {} | {} |".format(
+            md_cell("{} ({})".format(case.name, case.rule.n)),
+            md_cell(fixes_text(case.safe.fixes, "safe")), md_cell(c.params), md_cell(c.losses),
+            md_cell("**{}**".format(text))))
+    if none:
+        lines += ["", "No safe fix applies to: {}.".format(", ".join("`{}`".format(n) for n in none))]
+    lines += [
+        "",
+        "## Unsafe fixes, for information",
+        "",
+        "The same with `--fix --unsafe-fixes`, for the programs where an unsafe fix applies "
+        "(the safe fixes are applied too). This never fails `--check`: it shows what the "
+        "unsafe fixes change in these programs. Where they change nothing here, what makes "
+        "them unsafe is code these programs do not have (a second `backward()` through a "
+        "retained graph, a reader that differentiates through a stored value, later code "
+        "that needs a tensor on its device).",
+        "",
+        "| Program (N) | Fixes applied | Parameters receiving a gradient (original → fixed) "
+        "| Losses (original vs fixed) | Training |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for case in fix_phase:
+        if case.unsafe.error:
+            lines.append("| {} | — | — | — | {} |".format(
+                md_cell(case.name), md_cell("torchleak failed: " + case.unsafe.error)))
+            continue
+        if not has_unsafe(case) or not case.unsafe.changed:
+            continue
+        c = Comparison(case.original, case.unsafe_run)
+        lines.append("| {} | {} | {} | {} | {} |".format(
+            md_cell("{} ({})".format(case.name, case.rule.n)), md_cell(fixes_text(case.unsafe.fixes)),
+            md_cell(c.params), md_cell(c.losses), md_cell(unsafe_summary(case))))
+    lines.append("")
+    return lines
+
+
+def write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase):
     lines = [
         "# Runtime verdicts",
         "",
@@ -795,13 +1224,7 @@ def write_table(path, outcomes, versions, seconds, cpu_seconds):
     for rule, o in outcomes:
         for note in o.notes:
             lines.append("- **{}**: {}".format(rule.rule_id, note))
-    lines += [
-        "",
-        "TL005 is not covered by the runtime oracle: `nn.DataParallel` splits a batch only across CUDA "
-        "devices, and without one it runs the module once on the whole batch, so the length mismatch "
-        "between replicas that the rule is about cannot happen on a CPU.",
-        "",
-    ]
+    lines += fix_tables(fix_phase)
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
@@ -818,10 +1241,18 @@ def main(argv=None):
                         help="programs run at once for the memory rules (default 2)")
     parser.add_argument("--python", default=os.environ.get("TORCHLEAK_PYTHON", "/usr/bin/python3"),
                         help="interpreter with torch for the programs (default /usr/bin/python3)")
+    parser.add_argument("--torchleak", metavar="PATH", default=default_torchleak(),
+                        help="the torchleak binary whose fixes are applied and run (default: "
+                             "$TORCHLEAK_BINARY, else build/dev/torchleak, else "
+                             "build/release/torchleak); without one that phase is skipped")
+    parser.add_argument("--fixes-only", action="store_true",
+                        help="only apply torchleak's fixes and run them, not the rules' claims")
     parser.add_argument("--quiet", action="store_true", help="do not log each run")
     args = parser.parse_args(argv)
     if not args.check and not args.write_table and not args.json:
         args.check = True
+    if args.fixes_only and args.write_table:
+        parser.error("--write-table needs the whole run, not --fixes-only")
 
     versions = torch_versions(args.python)
     if versions is None:
@@ -845,7 +1276,17 @@ def main(argv=None):
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_start = children.ru_utime + children.ru_stime
     log("runtime oracle: torch {} numpy {}, {} rules".format(versions[0], versions[1], len(rules)))
-    outcomes, results = run_rules(rules, args.python, args.jobs, log)
+    outcomes, results = [], {}
+    if not args.fixes_only:
+        outcomes, results = run_rules(rules, args.python, args.jobs, log)
+    binary = args.torchleak
+    if not binary:
+        fix_phase = "no torchleak binary (pass --torchleak, set TORCHLEAK_BINARY or build build/dev)"
+    elif not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        fix_phase = "no torchleak binary at {}".format(binary)
+    else:
+        log("fixes: {}".format(binary))
+        fix_phase = run_fix_phase(rules, args.python, os.path.abspath(binary), args.jobs, log)
     seconds = time.time() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = children.ru_utime + children.ru_stime - cpu_start
@@ -854,7 +1295,7 @@ def main(argv=None):
         path = args.write_table
         if not os.path.isabs(path):
             path = os.path.join(os.getcwd(), path)
-        write_table(path, outcomes, versions, seconds, cpu_seconds)
+        write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase)
         log("wrote " + args.write_table)
     if args.json:
         dump = {}
@@ -862,6 +1303,17 @@ def main(argv=None):
             dump[rule_id] = [
                 {"program": p, "n": n, "returncode": r.returncode, "seconds": round(r.seconds, 2),
                  "measure": r.m} for (p, n), runs in sorted(res.runs.items()) for r in runs]
+        if not isinstance(fix_phase, str):
+            dump["fixes"] = []
+            for case in fix_phase:
+                entry = {"program": case.name, "n": case.rule.n}
+                for label, applied, run in (("safe", case.safe, case.safe_run),
+                                            ("unsafe", case.unsafe, case.unsafe_run)):
+                    entry[label] = {"changed": applied.changed, "error": applied.error,
+                                    "fixes": [list(f) for f in applied.fixes],
+                                    "measure": run.m if run else None}
+                entry["original"] = case.original.m if case.original else None
+                dump["fixes"].append(entry)
         with open(args.json, "w") as f:
             json.dump(dump, f, indent=1, sort_keys=True)
 
@@ -880,6 +1332,28 @@ def main(argv=None):
         if status == "FAIL":
             print("    leak:  " + o.leak_figure)
             print("    fixed: " + o.fixed_figure)
+    if isinstance(fix_phase, str):
+        print("SKIP safe fixes: " + fix_phase)
+    else:
+        without = []
+        for case in fix_phase:
+            status, text = safe_verdict(case)
+            if status is None:
+                without.append(case.name)
+                continue
+            if status == "PASS":
+                passed += 1
+            else:
+                failed += 1
+            print("{} safe fix {}: {} ({})".format(status, case.name, text,
+                                                  fixes_text(case.safe.fixes, "safe")))
+        for case in fix_phase:
+            if case.unsafe.error or (has_unsafe(case) and case.unsafe.changed):
+                print("INFO unsafe fix {}: {} ({})".format(
+                    case.name, unsafe_summary(case), fixes_text(case.unsafe.fixes)))
+        if without:
+            print("no safe fix applies to {} of {} marked programs".format(
+                len(without), len(fix_phase)))
     print("{} not measurable on CPU; {:.0f} s wall-clock, {:.0f} s CPU".format(
         skipped, seconds, cpu_seconds))
     print("{} passed, {} failed".format(passed, failed))
