@@ -38,7 +38,9 @@ class ModuleTensorCache final : public Check {
       member = op->getArg(0);
       value = op->getArg(1);
       kind = op->getOperator() == OO_Equal ? StoreKind::Assign : StoreKind::Accumulate;
-      if (!is_tensor_type(member->getType())) return;
+      // A tensor, or a tuple of them (an LSTM's (h, c) kept on the module).
+      if (!is_tensor_type(member->getType()) && !(kind == StoreKind::Assign && holds_tensors(member->getType())))
+        return;
     } else if (auto* call = result.Nodes.getNodeAs<CXXMemberCallExpr>("call")) {
       const CXXMethodDecl* method = call->getMethodDecl();
       if (!method || !method->getIdentifier() || call->getNumArgs() < 1) return;
@@ -147,6 +149,14 @@ class ModuleTensorCache final : public Check {
                                 "last forward stays alive between calls, and joins the next one if it reads `{}`",
                                 attr, text, attr);
         break;
+    }
+    if (!is_tensor_type(strip(value)->getType())) {
+      // A tuple of tensors: each part is detached on its own.
+      f.help = fmt::format("store `{}` with each tensor detached (`.detach()`), or compute it under "
+                           "`torch::NoGradGuard`",
+                           text);
+      sink.report(result, std::move(f));
+      return;
     }
     f.help = fmt::format("store `{}` detached (`.detach()`), or compute it under `torch::NoGradGuard`", text);
     f.fixes = append_call_fixes(value, *result.Context, ".detach()");

@@ -66,7 +66,7 @@ class PadPackedNoTotalLength final : public Check {
     if (!pad || !lacks_total_length(pad)) return;
     Semantics sem(*result.Context, options);
     auto* method = dyn_cast_or_null<CXXMethodDecl>(sem.enclosing_function(pad));
-    if (!method || method->isTemplateInstantiation() || !is_module_class(method->getParent())) return;
+    if (!method || !analyzed_body(method) || !is_module_class(method->getParent())) return;
     std::optional<Wrap> wrap = find_wrap(sem, method);
     if (!wrap) return;
     std::string where = method->getQualifiedNameAsString();
@@ -192,9 +192,9 @@ class PadPackedNoTotalLength final : public Check {
 
   // `/*total_length=*/tokens.size(1)` when the same method packed a named
   // tensor before the call, with a constant batch_first, and did not rebind it
-  // in between. Safe, as in Python: under data_parallel the length without
-  // total_length depends on how the batch was split across replicas, so no
-  // working program relies on it.
+  // in between. Unsafe, as in Python: on one device the program without it
+  // is correct, and code that reads every time step (a mean over time)
+  // computes another value once the output is padded further.
   static void add_fix(const Semantics& sem, const CallExpr* pad, const CXXMethodDecl* method, Finding& f) {
     const Stmt* body = method->getBody();
     if (!body) return;
@@ -232,7 +232,7 @@ class PadPackedNoTotalLength final : public Check {
     if (after.isInvalid()) return;
     f.fix_title = fmt::format("Pad to `{}` with `total_length`", length);
     f.fixes.push_back(FixItHint::CreateInsertion(after, text));
-    f.fix_safety = FixSafety::Safe;
+    f.fix_safety = FixSafety::Unsafe;
   }
 
   static std::optional<bool> constant_bool(const Expr* e, const ASTContext& ctx) {

@@ -24,7 +24,7 @@ class EvalWithoutNoGrad final : public Check {
 
   void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
     auto* fn = result.Nodes.getNodeAs<FunctionDecl>("fn");
-    if (!fn || fn->isTemplateInstantiation()) return;
+    if (!analyzed_body(fn)) return;
     Semantics sem(*result.Context, options);
     const Stmt* body = fn->getBody();
     if (!sem.backward_calls(body).empty()) return;
@@ -38,7 +38,11 @@ class EvalWithoutNoGrad final : public Check {
     std::set<const Stmt*> reported;
     for (const auto& node : match(findAll(callExpr().bind("call")), *body, *result.Context)) {
       auto* call = node.getNodeAs<CallExpr>("call");
-      if (!call || !sem.is_module_call(call)) continue;
+      if (!call) continue;
+      // The module runs here, or in a per-batch helper this call runs
+      // (`evaluate_batch(batch, stats)`).
+      bool direct = sem.is_module_call(call);
+      if (!direct && !sem.runs_module_through(call)) continue;
       const Stmt* loop = outermost_loop(sem, call);
       if (!loop || reported.count(loop)) continue;
       if (sem.grad_state(call) != GradState::Enabled) continue;
@@ -50,7 +54,8 @@ class EvalWithoutNoGrad final : public Check {
       if (mode && !eval_mode) continue;
       if (!eval_mode && !named_for_evaluation) continue;
       reported.insert(loop);
-      std::string module = sem.text(sem.called_module(call));
+      std::string module = direct ? sem.text(sem.called_module(call))
+                                  : call->getDirectCallee()->getNameAsString() + "()";
       Finding f;
       f.range = call->getSourceRange();
       f.message = eval_mode

@@ -1,5 +1,7 @@
 #include "checks/cpp/fixes.h"
 
+#include "checks/cpp/semantics.h"
+
 #include <clang/AST/ExprCXX.h>
 #include <clang/Lex/Lexer.h>
 
@@ -8,7 +10,7 @@ namespace torchleak::cpp {
 using namespace clang;
 
 bool is_primary(const Expr* e) {
-  e = e->IgnoreImpCasts();
+  e = strip(e);  // a call's temporary is still a call: `step(x).detach()`
   if (auto* op = dyn_cast<CXXOperatorCallExpr>(e))
     return op->getOperator() == OO_Call || op->getOperator() == OO_Subscript;
   return isa<DeclRefExpr>(e) || isa<MemberExpr>(e) || isa<CallExpr>(e) || isa<ParenExpr>(e) ||

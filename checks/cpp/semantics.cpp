@@ -172,7 +172,12 @@ bool is_tensor_type(QualType type) {
   return r->getQualifiedNameAsString() == "at::Tensor";
 }
 
-bool is_module_class(const CXXRecordDecl* record) { return derives_from(record, "torch::nn::Module"); }
+// A module: torch::nn::Module and its subclasses, and TorchScript's
+// torch::jit::Module (torch::jit::script::Module), whose forward runs the
+// scripted graph with autograd recording as any other.
+bool is_module_class(const CXXRecordDecl* record) {
+  return derives_from(record, "torch::nn::Module") || derives_from(record, "torch::jit::Module");
+}
 
 namespace {
 const CXXRecordDecl* shared_ptr_pointee(QualType type) {
@@ -195,6 +200,40 @@ bool is_holder_class(const CXXRecordDecl* r) {
   return false;
 }
 }  // namespace
+
+bool holds_tensors(QualType type) {
+  auto* spec = dyn_cast_or_null<ClassTemplateSpecializationDecl>(record_of(type));
+  if (!spec) return false;
+  std::string name = spec->getQualifiedNameAsString();
+  if (name != "std::tuple" && name != "std::pair" && name != "std::vector" && name != "std::array") return false;
+  const TemplateArgumentList& args = spec->getTemplateArgs();
+  bool any = false;
+  for (unsigned i = 0; i < args.size(); ++i) {
+    const TemplateArgument& a = args[i];
+    if (a.getKind() == TemplateArgument::Pack) {
+      for (const TemplateArgument& p : a.pack_elements())
+        if (p.getKind() == TemplateArgument::Type) any = any || is_tensor_type(p.getAsType());
+    } else if (a.getKind() == TemplateArgument::Type) {
+      any = any || is_tensor_type(a.getAsType());
+    }
+  }
+  return any;
+}
+
+bool analyzed_body(const FunctionDecl* fn) {
+  if (!fn) return false;
+  if (fn->isTemplateInstantiation()) {
+    const FunctionTemplateDecl* t = fn->getPrimaryTemplate();
+    if (!t) return true;
+    for (const FunctionDecl* spec : t->specializations())
+      if (spec->isTemplateInstantiation() && spec->hasBody()) return spec == fn;
+    return true;
+  }
+  if (const FunctionTemplateDecl* t = fn->getDescribedFunctionTemplate())
+    for (const FunctionDecl* spec : t->specializations())
+      if (spec->isTemplateInstantiation() && spec->hasBody()) return false;
+  return true;
+}
 
 bool is_module_value_type(QualType type, const Options& options) {
   const CXXRecordDecl* r = record_of(type);
@@ -272,11 +311,28 @@ bool Semantics::is_batch_loop(const Stmt* loop) const {
     if (auto* f = node.getNodeAs<CXXForRangeStmt>("for");
         f && derives_from(record_of(f->getRangeInit()->getType()), "torch::data::DataLoaderBase"))
       return true;
-  auto steps = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step")))).bind("step")), *loop, ctx_);
+  return steps_optimizer(loop, 0);
+}
+
+// An optimizer's step() in `s`, or in a function or lambda of the program
+// that `s` calls (a training-step helper), depth-bounded.
+bool Semantics::steps_optimizer(const Stmt* s, int depth) const {
+  using namespace clang::ast_matchers;
+  if (!s || depth > 2) return false;
+  auto steps = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("step")))).bind("step")), *s, ctx_);
   for (const auto& node : steps)
-    if (auto* s = node.getNodeAs<CXXMemberCallExpr>("step");
-        s && is_optimizer_type(s->getImplicitObjectArgument()->getType(), options_))
+    if (auto* m = node.getNodeAs<CXXMemberCallExpr>("step");
+        m && is_optimizer_type(m->getImplicitObjectArgument()->getType(), options_))
       return true;
+  for (const auto& node : match(findAll(callExpr().bind("c")), *s, ctx_)) {
+    auto* c = node.getNodeAs<CallExpr>("c");
+    const FunctionDecl* callee = c ? c->getDirectCallee() : nullptr;
+    const FunctionDecl* definition = nullptr;
+    if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition ||
+        definition->isInStdNamespace() || sources().isInSystemHeader(definition->getLocation()))
+      continue;
+    if (steps_optimizer(definition->getBody(), depth + 1)) return true;
+  }
   return false;
 }
 
@@ -297,6 +353,19 @@ const Stmt* Semantics::enclosing_loop(const Stmt* s) const {
     if (isa<LambdaExpr>(p)) return nullptr;
   }
   return nullptr;
+}
+
+bool Semantics::under_condition(const Stmt* s) const {
+  const Stmt* child = s;
+  for (const Stmt* p = parent_stmt(s); p; child = p, p = parent_stmt(p)) {
+    if (isa<LambdaExpr>(p)) return false;
+    if (auto* i = dyn_cast<IfStmt>(p); i && i->getCond() != child && i->getConditionVariableDeclStmt() != child)
+      return true;
+    if (isa<SwitchCase>(p) || isa<SwitchStmt>(p)) return true;
+    if (auto* c = dyn_cast<ConditionalOperator>(p); c && c->getCond() != child) return true;
+    if (auto* b = dyn_cast<BinaryOperator>(p); b && b->isLogicalOp() && b->getRHS() == child) return true;
+  }
+  return false;
 }
 
 const Stmt* Semantics::enclosing_body(const Stmt* s) const {
@@ -438,6 +507,26 @@ bool Semantics::is_module_call(const Expr* e) const {
   return false;
 }
 
+bool Semantics::runs_module_through(const CallExpr* call, const CallExpr** inner, int depth) const {
+  if (!call || depth > 3) return false;
+  const FunctionDecl* callee = call->getDirectCallee();
+  const FunctionDecl* definition = nullptr;
+  if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition) return false;
+  if (isa<CXXMethodDecl>(definition) && definition->getName() == "forward") return false;  // a module's own forward
+  const Stmt* body = definition->getBody();
+  if (!backward_calls(body).empty()) return false;
+  using namespace clang::ast_matchers;
+  for (const auto& node : match(findAll(callExpr().bind("c")), *body, ctx_)) {
+    auto* c = node.getNodeAs<CallExpr>("c");
+    if (!c || c == call || grad_state(c) != GradState::Enabled) continue;
+    if (is_module_call(c) || runs_module_through(c, nullptr, depth + 1)) {
+      if (inner) *inner = c;
+      return true;
+    }
+  }
+  return false;
+}
+
 const Expr* Semantics::called_module(const Expr* e) const {
   e = strip(e);
   const Expr* object = nullptr;
@@ -544,11 +633,33 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
     if (t->isArithmeticType()) return Provenance::Detached;
     if (const CXXRecordDecl* r = record_of(t); r && r->getQualifiedNameAsString() == "c10::Scalar")
       return Provenance::Detached;
-    return Provenance::Unknown;
+    return holds_tensors(t) ? aggregate(e, depth) : Provenance::Unknown;
   }
   if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
+    if (auto* b = dyn_cast<BindingDecl>(ref->getDecl())) {
+      auto* holder = dyn_cast_or_null<VarDecl>(b->getDecomposedDecl());
+      return holder && holder->getInit() ? aggregate(holder->getInit(), depth + 1) : Provenance::Unknown;
+    }
+    if (auto* p = dyn_cast<ParmVarDecl>(ref->getDecl())) {
+      // Inside a followed call: the argument at the call site, read in the
+      // caller's frame.
+      for (size_t i = frames_.size(); i-- > 0;) {
+        const Frame frame = frames_[i];
+        if (frame.function != p->getDeclContext()) continue;
+        unsigned index = p->getFunctionScopeIndex();
+        // `f(x)` through operator() (a lambda, a functor): argument 0 is the object.
+        if (isa<CXXOperatorCallExpr>(frame.call) && isa<CXXMethodDecl>(frame.function)) ++index;
+        if (index >= frame.call->getNumArgs()) return Provenance::Unknown;
+        std::vector<Frame> inner(frames_.begin() + static_cast<std::ptrdiff_t>(i), frames_.end());
+        frames_.resize(i);
+        Provenance at_call = provenance_at_depth(frame.call->getArg(index), depth + 1);
+        frames_.insert(frames_.end(), inner.begin(), inner.end());
+        return at_call;
+      }
+      return Provenance::Unknown;
+    }
     auto* v = dyn_cast<VarDecl>(ref->getDecl());
-    if (!v || isa<ParmVarDecl>(v) || !v->isLocalVarDecl()) return Provenance::Unknown;
+    if (!v || !v->isLocalVarDecl()) return Provenance::Unknown;
     const Stmt* body = enclosing_body(ref);
     if (!body) return Provenance::Unknown;
     std::optional<Provenance> state;
@@ -584,6 +695,11 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
   };
   if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
     const CXXMethodDecl* md = m->getMethodDecl();
+    // `scripted.forward(inputs).toTensor()`: the tensor a c10::IValue holds
+    // has the history of the value the IValue came from.
+    if (md && md->getIdentifier() && md->getName() == "toTensor" &&
+        md->getParent()->getQualifiedNameAsString() == "c10::IValue")
+      return aggregate(m->getImplicitObjectArgument(), depth + 1);
     if (md && md->getIdentifier() && is_tensor_type(m->getImplicitObjectArgument()->getType())) {
       llvm::StringRef name = md->getName();
       if (name == "detach" || name == "detach_" || name == "data") return Provenance::Detached;
@@ -604,7 +720,266 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
       return Provenance::Detached;
     return merge_operands(call, depth);
   }
+  return returned_by(call, depth);
+}
+
+Provenance Semantics::returned_by(const CallExpr* call, int depth) const {
+  const FunctionDecl* callee = call->getDirectCallee();
+  const FunctionDecl* definition = nullptr;
+  if (!callee || !callee->hasBody(definition) || !definition || definition->isDependentContext())
+    return Provenance::Unknown;
+  // The program's own functions: not the standard library's or another
+  // system header's.
+  if (definition->isInStdNamespace() || sources().isInSystemHeader(definition->getLocation()))
+    return Provenance::Unknown;
+  for (const Frame& f : frames_)
+    if (f.function == definition) return Provenance::Unknown;  // recursion
+  using namespace clang::ast_matchers;
+  std::optional<Provenance> out;
+  frames_.push_back({definition, call});
+  for (const auto& node : match(findAll(returnStmt().bind("r")), *definition->getBody(), ctx_)) {
+    auto* r = node.getNodeAs<ReturnStmt>("r");
+    if (!r || !r->getRetValue() || enclosing_function(r) != definition) continue;  // a nested lambda's return
+    Provenance p = aggregate(r->getRetValue(), depth + 1);
+    out = out ? merge(*out, p) : p;
+    if (*out == Provenance::Attached) break;
+  }
+  frames_.pop_back();
+  return out.value_or(Provenance::Unknown);
+}
+
+Provenance Semantics::aggregate(const Expr* e, int depth) const {
+  const Expr* s = strip(e);
+  if (!s || depth > kMaxDepth) return Provenance::Unknown;
+  if (is_tensor_type(s->getType())) return provenance_at_depth(s, depth);
+  if (auto* call = dyn_cast<CallExpr>(s)) {
+    if (is_module_call(call)) return grad_state(call) == GradState::Disabled ? Provenance::Detached : Provenance::Attached;
+    const FunctionDecl* callee = call->getDirectCallee();
+    // std::get<1>(result): a part of the aggregate, taken as the whole.
+    if (callee && callee->getIdentifier() && callee->isInStdNamespace() && callee->getName() == "get" &&
+        call->getNumArgs() == 1)
+      return aggregate(call->getArg(0), depth + 1);
+    if (callee && callee->getIdentifier() && callee->isInStdNamespace() &&
+        (callee->getName() == "make_tuple" || callee->getName() == "make_pair" || callee->getName() == "tie" ||
+         callee->getName() == "forward_as_tuple")) {
+      std::optional<Provenance> out;
+      for (const Expr* arg : call->arguments()) {
+        if (!is_tensor_type(strip(arg)->getType())) continue;
+        Provenance p = provenance_at_depth(arg, depth + 1);
+        out = out ? merge(*out, p) : p;
+      }
+      return out.value_or(Provenance::Unknown);
+    }
+    return returned_by(call, depth);
+  }
+  // A local aggregate: what it was initialized with, when never reassigned.
+  if (auto* ref = dyn_cast<DeclRefExpr>(s)) {
+    auto* v = dyn_cast<VarDecl>(ref->getDecl());
+    if (!v || !v->isLocalVarDecl() || !v->getInit() || isa<ParmVarDecl>(v)) return provenance_at_depth(s, depth);
+    for (const Definition& def : definitions(v, enclosing_body(ref)))
+      if (def.op != "init") return Provenance::Unknown;
+    return aggregate(v->getInit(), depth + 1);
+  }
+  if (isa<InitListExpr>(s) || isa<CXXConstructExpr>(s)) {
+    std::vector<const Expr*> parts;
+    for (const Stmt* child : s->children())
+      if (auto* ce = dyn_cast_or_null<Expr>(child)) tensor_operands(ce, parts);
+    if (parts.empty()) return Provenance::Unknown;
+    Provenance p = Provenance::Detached;
+    for (const Expr* part : parts) p = merge(p, provenance_at_depth(part, depth + 1));
+    return p;
+  }
   return Provenance::Unknown;
+}
+
+// --- devices --------------------------------------------------------------------
+
+namespace {
+Device join_device(Device a, Device b) {
+  if (a == Device::Accelerator || b == Device::Accelerator) return Device::Accelerator;
+  if (a == Device::Unknown || b == Device::Unknown) return Device::Unknown;
+  return Device::Host;
+}
+
+bool is_device_type(QualType t) {
+  const CXXRecordDecl* r = record_of(t);
+  if (r && (r->getQualifiedNameAsString() == "c10::Device" || r->getQualifiedNameAsString() == "c10::TensorOptions"))
+    return true;
+  if (auto* e = t.getNonReferenceType()->getAs<EnumType>())
+    return e->getDecl()->getQualifiedNameAsString() == "c10::DeviceType";
+  return false;
+}
+}  // namespace
+
+Device Semantics::device(const Expr* e) const { return device_at_depth(e, 0); }
+
+Device Semantics::device_named(const Expr* e, int depth) const {
+  e = strip(e);
+  if (!e || depth > kMaxDepth) return Device::Unknown;
+  if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
+    if (auto* c = dyn_cast<EnumConstantDecl>(ref->getDecl())) {
+      std::string name = c->getName().str();
+      if (name == "CPU" || name == "kCPU") return Device::Host;
+      if (name == "Meta") return Device::Unknown;
+      return Device::Accelerator;  // CUDA, HIP, MPS, XLA, ...
+    }
+    if (auto* v = dyn_cast<VarDecl>(ref->getDecl())) {
+      // A constant like torch::kCUDA, or a local device variable.
+      if (v->getIdentifier() && v->getName() == "kCUDA") return Device::Accelerator;
+      if (v->getIdentifier() && v->getName() == "kCPU") return Device::Host;
+      if (v->isLocalVarDecl() || v->hasGlobalStorage()) {
+        std::optional<Device> d;
+        if (v->getInit()) d = device_named(v->getInit(), depth + 1);
+        if (const Stmt* body = enclosing_body(ref))
+          for (const Definition& def : definitions(v, body))
+            if (def.op == "=") d = join_device(d.value_or(Device::Host), device_named(def.value, depth + 1));
+        return d.value_or(Device::Unknown);
+      }
+    }
+    return Device::Unknown;
+  }
+  if (auto* cond = dyn_cast<ConditionalOperator>(e))
+    return join_device(device_named(cond->getTrueExpr(), depth + 1), device_named(cond->getFalseExpr(), depth + 1));
+  if (auto* construct = dyn_cast<CXXConstructExpr>(e)) {
+    if (construct->getNumArgs() >= 1) return device_named(construct->getArg(0), depth + 1);
+    return Device::Unknown;
+  }
+  // TensorOptions().device(torch::kCUDA).dtype(...)
+  if (auto* m = dyn_cast<CXXMemberCallExpr>(e)) {
+    const CXXMethodDecl* md = m->getMethodDecl();
+    if (md && md->getIdentifier() && md->getName() == "device" && m->getNumArgs() >= 1)
+      return device_named(m->getArg(0), depth + 1);
+    if (md && is_device_type(m->getImplicitObjectArgument()->getType()))
+      return device_named(m->getImplicitObjectArgument(), depth + 1);
+  }
+  if (auto* call = dyn_cast<CallExpr>(e)) {
+    const FunctionDecl* f = call->getDirectCallee();
+    if (f && f->getIdentifier() && (f->getName() == "device" || f->getName() == "Device") && call->getNumArgs() >= 1)
+      return device_named(call->getArg(0), depth + 1);  // torch::device(kCUDA)
+  }
+  return Device::Unknown;
+}
+
+namespace {
+// The matches of `matcher` in the declarations written in the main file
+// (not in the headers it includes).
+template <typename Matcher>
+std::vector<clang::ast_matchers::BoundNodes> match_in_main_file(const Matcher& matcher, ASTContext& ctx) {
+  std::vector<clang::ast_matchers::BoundNodes> out;
+  const SourceManager& sm = ctx.getSourceManager();
+  for (Decl* d : ctx.getTranslationUnitDecl()->decls()) {
+    if (!sm.isWrittenInMainFile(sm.getExpansionLoc(d->getBeginLoc()))) continue;
+    auto found = clang::ast_matchers::match(clang::ast_matchers::decl(clang::ast_matchers::forEachDescendant(matcher)),
+                                            *d, ctx);
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+}  // namespace
+
+Device Semantics::module_device(const ValueDecl* module, int depth) const {
+  if (!module || depth > 2) return Device::Unknown;
+  using namespace clang::ast_matchers;
+  std::optional<Device> out;
+  auto moves = match_in_main_file(
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("to", "cuda", "cpu")))).bind("move"), ctx_);
+  for (const auto& node : moves) {
+    auto* m = node.getNodeAs<CXXMemberCallExpr>("move");
+    if (!m || !is_module_value_type(m->getImplicitObjectArgument()->getType(), options_)) continue;
+    if (named_decl(called_module(m)) != module) continue;
+    llvm::StringRef name = m->getMethodDecl()->getName();
+    Device d = name == "cuda" ? Device::Accelerator
+               : name == "cpu" ? Device::Host
+               : m->getNumArgs() >= 1 && is_device_type(m->getArg(0)->getType()) ? device_named(m->getArg(0))
+                                                                                    : Device::Unknown;
+    if (d == Device::Unknown) continue;
+    out = out ? join_device(*out, d) : d;
+  }
+  if (out) return *out;
+  // A parameter: the modules the function's callers pass.
+  auto* param = dyn_cast<ParmVarDecl>(module);
+  auto* fn = param ? dyn_cast<FunctionDecl>(param->getDeclContext()) : nullptr;
+  if (!fn) return Device::Unknown;
+  unsigned index = param->getFunctionScopeIndex();
+  for (const auto& node : match_in_main_file(callExpr().bind("call"), ctx_)) {
+    auto* call = node.getNodeAs<CallExpr>("call");
+    const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
+    if (!callee || callee->getCanonicalDecl() != fn->getCanonicalDecl()) continue;
+    unsigned at = index + (isa<CXXOperatorCallExpr>(call) && isa<CXXMethodDecl>(callee) ? 1 : 0);
+    if (at >= call->getNumArgs()) continue;
+    Device d = module_device(named_decl(strip(call->getArg(at))), depth + 1);
+    if (d == Device::Unknown) continue;
+    out = out ? join_device(*out, d) : d;
+  }
+  return out.value_or(Device::Unknown);
+}
+
+Device Semantics::device_at_depth(const Expr* e, int depth) const {
+  e = strip(e);
+  if (!e || depth > kMaxDepth || !is_tensor_type(e->getType())) return Device::Unknown;
+  if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
+    auto* v = dyn_cast<VarDecl>(ref->getDecl());
+    if (!v || isa<ParmVarDecl>(v) || !v->isLocalVarDecl()) return Device::Unknown;
+    const Stmt* body = enclosing_body(ref);
+    if (!body) return Device::Unknown;
+    std::optional<Device> state;
+    for (const Definition& def : definitions(v, body)) {
+      if (!before(def.statement->getBeginLoc(), ref->getBeginLoc()) || within(ref, def.statement)) continue;
+      if (def.op == "init" || def.op == "=") state = device_at_depth(def.value, depth + 1);
+    }
+    return state.value_or(Device::Unknown);
+  }
+  if (auto* cond = dyn_cast<ConditionalOperator>(e))
+    return join_device(device_at_depth(cond->getTrueExpr(), depth + 1), device_at_depth(cond->getFalseExpr(), depth + 1));
+  auto* call = dyn_cast<CallExpr>(e);
+  if (!call) return Device::Unknown;
+  if (is_module_call(call)) return module_device(named_decl(called_module(call)), 0);
+  if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
+    const CXXMethodDecl* md = m->getMethodDecl();
+    const Expr* object = m->getImplicitObjectArgument();
+    // `scripted.forward(inputs).toTensor()`: where the scripted module runs.
+    if (md && md->getIdentifier() && md->getName() == "toTensor" && is_module_call(object))
+      return module_device(named_decl(called_module(object)), 0);
+    if (md && md->getIdentifier() && is_tensor_type(object->getType())) {
+      llvm::StringRef name = md->getName();
+      if (name == "cuda") return Device::Accelerator;
+      if (name == "cpu") return Device::Host;
+      if (name == "to") {
+        for (const Expr* arg : m->arguments()) {
+          if (isa<CXXDefaultArgExpr>(arg)) continue;
+          if (is_device_type(arg->getType())) {
+            Device d = device_named(arg);
+            if (d != Device::Unknown) return d;
+          }
+          if (is_tensor_type(arg->getType())) return device_at_depth(arg, depth + 1);  // to(other)
+        }
+        return device_at_depth(object, depth + 1);  // to(dtype)
+      }
+    }
+  }
+  const FunctionDecl* callee = call->getDirectCallee();
+  const NamedDecl* owner = callee;
+  if (auto* md = dyn_cast_or_null<CXXMethodDecl>(callee)) owner = md->getParent();
+  if (!in_torch_namespace(owner)) return Device::Unknown;
+  // A torch operation: on the device of its tensors, or of the device its
+  // options name (torch::randn({n}, torch::kCUDA)).
+  std::optional<Device> out;
+  for (const Expr* arg : call->arguments()) {
+    if (isa<CXXDefaultArgExpr>(arg)) continue;
+    if (is_device_type(arg->getType())) {
+      Device d = device_named(arg);
+      if (d != Device::Unknown) return d;
+    }
+  }
+  std::vector<const Expr*> operands;
+  if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) tensor_operands(m->getImplicitObjectArgument(), operands);
+  for (const Expr* arg : call->arguments()) tensor_operands(arg, operands);
+  for (const Expr* o : operands) {
+    Device d = device_at_depth(o, depth + 1);
+    out = out ? join_device(*out, d) : d;
+    if (*out == Device::Accelerator) break;
+  }
+  return out.value_or(Device::Unknown);
 }
 
 // --- data flow ------------------------------------------------------------------

@@ -19,6 +19,7 @@
 
 namespace torchleak::cpp {
 
+using torchleak::Device;
 using torchleak::GradState;
 using torchleak::Provenance;
 
@@ -38,6 +39,17 @@ const clang::CXXRecordDecl* record_of(clang::QualType type);
 // Whether `record` is, or derives from, the class named `qualified`.
 bool derives_from(const clang::CXXRecordDecl* record, llvm::StringRef qualified);
 
+// A std::tuple, std::pair, std::vector or std::array of tensors (an LSTM's
+// (output, (h, c)), a member holding the hidden state).
+bool holds_tensors(clang::QualType type);
+// Whether a check that walks whole function bodies analyzes `fn`. A
+// function template is analyzed through its first instantiation, where types
+// are known (in the pattern, a call on a dependent type resolves to
+// nothing); one with no instantiation through its pattern. Findings at the
+// same place twice (a class template's member, pattern and instance) are
+// reported once.
+bool analyzed_body(const clang::FunctionDecl* fn);
+
 // Strips parentheses, implicit conversions, temporaries and copies.
 const clang::Expr* strip(const clang::Expr* e);
 // The variable or field an expression names (`total`, `this->total_`), or null.
@@ -56,14 +68,17 @@ class Semantics {
   // function, or null.
   const clang::Stmt* enclosing_loop(const clang::Stmt* s) const;
   // Whether `loop` is a step loop: it iterates a LibTorch data loader
-  // (torch::data::DataLoaderBase) or steps an optimizer, itself or in a loop
-  // nested in it. Loops over heads, layers or time steps are not.
+  // (torch::data::DataLoaderBase) or steps an optimizer, itself, in a loop
+  // nested in it, or in a function or lambda it calls (a step helper). Loops over heads, layers or time steps are not.
   bool is_batch_loop(const clang::Stmt* loop) const;
   // Whether a step loop runs once per batch: no loop nested in it is one.
   bool batch_level(const clang::Stmt* loop) const;
   // The body of the function or lambda `s` is in, or null.
   const clang::Stmt* enclosing_body(const clang::Stmt* s) const;
   const clang::FunctionDecl* enclosing_function(const clang::Stmt* s) const;
+  // Whether `s` runs only under a condition of its function: in a branch of
+  // an if, switch or ?:, or the right operand of && or || (a debug flag).
+  bool under_condition(const clang::Stmt* s) const;
   // Whether `inner` lies within `outer`'s source range.
   bool within(const clang::Stmt* inner, const clang::Stmt* outer) const;
   bool within(const clang::Decl* inner, const clang::Stmt* outer) const;
@@ -77,9 +92,22 @@ class Semantics {
   // Whether autograd records at `s`: NoGradGuard, InferenceMode and
   // AutoGradMode(false) declared earlier in an enclosing block disable it.
   GradState grad_state(const clang::Stmt* s) const;
+  // Whether `e` carries autograd history. A call of a function or lambda of
+  // the translation unit is followed into its body: the merge of what its
+  // return statements give, with each parameter bound to the call's
+  // argument (a summary per call site, depth-bounded, recursion Unknown).
+  // A structured binding (`auto [out, h] = model->forward(x)`) has the
+  // provenance of the value it decomposes. Any other call outside torch is
+  // Unknown, which never produces a finding.
   Provenance provenance(const clang::Expr* e) const;
   // A call that runs a module's forward: model->forward(x), model(x), (*model)(x).
   bool is_module_call(const clang::Expr* e) const;
+  // A call of a function or method of the translation unit that runs a
+  // module with autograd recording (itself, or through the functions it
+  // calls, depth-bounded) and calls no backward() on the way: a per-batch
+  // evaluation helper. The module call found is stored in `inner`.
+  bool runs_module_through(const clang::CallExpr* call, const clang::CallExpr** inner = nullptr,
+                           int depth = 0) const;
   // The expression naming the module of a module call.
   const clang::Expr* called_module(const clang::Expr* e) const;
   bool is_loss_call(const clang::Expr* e) const;
@@ -88,6 +116,20 @@ class Semantics {
   bool feeds_backward(const clang::ValueDecl* d, const clang::Stmt* body) const;
   // backward() calls (method, or torch::autograd::backward) in `body`.
   std::vector<const clang::CallExpr*> backward_calls(const clang::Stmt* body) const;
+
+  // --- devices -----------------------------------------------------------------
+  // Where the tensor `e` lives, as far as the translation unit shows:
+  // `.cuda()`, `.to(device)` with a CUDA device (torch::kCUDA, a
+  // torch::Device built from it, a variable holding one, or
+  // `cuda::is_available() ? kCUDA : kCPU`, taken as the accelerator as in
+  // Python), a factory given such a device, the output of a module moved to
+  // one (`model->to(device)`, also through the callers of a function that
+  // receives the module), and torch operations on such tensors; `.cpu()` and
+  // `.to(kCPU)` are the host. Unknown otherwise.
+  Device device(const clang::Expr* e) const;
+  // Where a device expression (torch::kCUDA, torch::Device(...), a
+  // variable, a conditional) points.
+  Device device_named(const clang::Expr* e, int depth = 0) const;
 
   // --- data flow ---------------------------------------------------------------
   // The expressions assigned to `d` in `body` (initializer first, then `d = e`
@@ -110,6 +152,21 @@ class Semantics {
  private:
   Provenance provenance_at_depth(const clang::Expr* e, int depth) const;
   Provenance merge_operands(const clang::Expr* e, int depth) const;
+  bool steps_optimizer(const clang::Stmt* s, int depth) const;
+  Device device_at_depth(const clang::Expr* e, int depth) const;
+  Device module_device(const clang::ValueDecl* module, int depth) const;
+  // What a call of a function with a body in this translation unit returns.
+  Provenance returned_by(const clang::CallExpr* call, int depth) const;
+  // A tensor, or an aggregate of tensors (a tuple, a struct built from an
+  // initializer list, std::make_tuple): the merge of its tensors.
+  Provenance aggregate(const clang::Expr* e, int depth) const;
+  // The calls being followed, innermost last: a parameter of the function
+  // of a frame is read as that call's argument.
+  struct Frame {
+    const clang::FunctionDecl* function;
+    const clang::CallExpr* call;
+  };
+  mutable std::vector<Frame> frames_;
   const clang::Stmt* parent_stmt(const clang::Stmt* s, const clang::Decl** decl_parent = nullptr) const;
 
   clang::ASTContext& ctx_;

@@ -437,13 +437,13 @@ class PadPackedNoTotalLength final : public Check {
     std::string padded(m.text(input));
     std::string length = fmt::format("{}.size({})", padded, time_dim);
     uint32_t after = end_byte(last);
-    // Safe: the module runs under DataParallel, where the length without
-    // `total_length` depends on how the batch was split across replicas, so
-    // no working program relies on it; with it, every replica pads to the
-    // length of the input it packed.
+    // Unsafe: the output grows to the padded length of the input. Under
+    // DataParallel on one device (or the CPU) the program without it is
+    // correct, and code that reads every time step (a mean over time)
+    // computes another value (the runtime oracle's TL005 leak_pooled.py).
     if (!rebound_between(m, m.qualify(input), pad.function, start_byte(pack->node), start_byte(pad.node))) {
       d.help = fmt::format("pass `total_length={}`", length);
-      d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Safe,
+      d.fix = Fix{fmt::format("Pad to `{}` with `total_length`", length), FixSafety::Unsafe,
                   {Edit{after, after, fmt::format(", total_length={}", length)}}};
       return;
     }

@@ -2,24 +2,12 @@
 // detect_anomaly() block around a loop over batches.
 #include <fmt/format.h>
 
-#include <filesystem>
-
 #include "checks/python/check.h"
+#include "core/vocabulary.h"
 
 namespace torchleak::python {
 
 namespace {
-
-bool is_test_file(const std::string& path) {
-  std::filesystem::path p(path);
-  std::string name = p.filename().string();
-  if (name == "conftest.py" || name.rfind("test_", 0) == 0 ||
-      (name.size() > 8 && name.compare(name.size() - 8, 8, "_test.py") == 0))
-    return true;
-  for (const auto& part : p.parent_path())
-    if (part == "tests" || part == "test") return true;
-  return false;
-}
 
 // A condition in the same function: a debug flag. `if __name__ == "__main__":`
 // is no guard, it is how a script runs.

@@ -170,7 +170,7 @@ TEST(CrossFileResolution, DataParallelWrapInAnotherFileNamesTheWrap) {
             "`nn.DataParallel` at proj/train.py:8: each replica pads its slice of the batch to that slice's "
             "longest sequence, so the outputs DataParallel gathers disagree in length");
   ASSERT_TRUE(d.fix.has_value());
-  EXPECT_EQ(d.fix->safety, FixSafety::Safe);
+  EXPECT_EQ(d.fix->safety, FixSafety::Unsafe);
   int applied = 0;
   std::string fixed = apply_edits(kTaggerModel, d.fix->edits, &applied);
   EXPECT_EQ(applied, 1);
