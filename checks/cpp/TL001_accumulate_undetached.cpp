@@ -6,6 +6,7 @@
 #include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -59,10 +60,7 @@ class AccumulateUndetached final : public Check {
     std::string name = sem.text(target), value = sem.text(added);
     Finding f;
     f.range = statement->getSourceRange();
-    f.message = fmt::format(
-        "`{}` accumulates `{}`, which carries autograd history: every iteration's graph stays alive as long "
-        "as `{}` does",
-        name, value, name);
+    f.message = fmt::format(fmt::runtime(messages::TL001::accumulates), fmt::arg("total", name), fmt::arg("value", value));
     std::string detached = is_primary(added) ? value + ".detach()" : "(" + value + ").detach()";
     f.help = fmt::format("accumulate `{}` instead (or a `double` with `.item<double>()`)", detached);
     f.fixes = append_call_fixes(added, *result.Context, ".detach()");

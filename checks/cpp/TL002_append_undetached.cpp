@@ -101,11 +101,15 @@ class AppendUndetached final : public Check {
       if (auto* ce = dyn_cast_or_null<Expr>(child)) collect_items(ce, out, depth + 1);
   }
 
-  // In a loop, on a container that outlives the iteration, with autograd on,
-  // never emptied in the loop and never backpropagated through.
+  // In a loop over data (one over batches, or one that runs the same module
+  // every iteration; not a loop over the tables or heads of one forward)
+  // whose iterations the container outlives, with autograd on, never
+  // emptied in that loop and never backpropagated through.
   static bool kept_across_iterations(const Semantics& sem, const ValueDecl* container, const Expr* at) {
-    const Stmt* loop = sem.enclosing_loop(at);
-    if (!loop || !sem.outlives_iteration(container, loop)) return false;
+    const Stmt* loop = nullptr;
+    for (const Stmt* l = sem.enclosing_loop(at); l && !loop; l = sem.enclosing_loop(l))
+      if (sem.outlives_iteration(container, l) && sem.is_data_loop(l)) loop = l;
+    if (!loop) return false;
     if (sem.grad_state(at) != GradState::Enabled) return false;
     if (emptied_in_loop(sem, container, loop, at)) return false;
     return !sem.feeds_backward(container, sem.enclosing_body(at));

@@ -1,5 +1,6 @@
 // TL010 missing-zero-grad: a loop that calls backward() and an optimizer's
-// step() but never zero_grad(): gradients add up across iterations.
+// step() but never a zero_grad() that clears that optimizer's parameters:
+// gradients add up across iterations.
 #include <fmt/format.h>
 
 #include "cpp/check.h"
@@ -28,9 +29,12 @@ class MissingZeroGrad final : public Check {
     // (gradient accumulation clears every k iterations).
     while (const Stmt* outer = sem.enclosing_loop(loop)) loop = outer;
     if (sem.backward_calls(loop).empty()) return;
-    auto zero = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("zero_grad")))).bind("z")), *loop,
-                      *result.Context);
-    if (!zero.empty()) return;
+    // A zero_grad() that clears this optimizer's parameters: its own, or a
+    // module's whose parameters it owns (not another model's of a GAN).
+    const ValueDecl* optimizer_decl = named_decl(step->getImplicitObjectArgument());
+    for (const auto& node : match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("zero_grad")))).bind("z")),
+                                  *loop, *result.Context))
+      if (auto* z = node.getNodeAs<CXXMemberCallExpr>("z"); z && sem.clears_gradients_of(z, optimizer_decl)) return;
     // Parameters' gradients reset by hand: p.grad().zero_() or .mutable_grad().
     auto by_hand = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("grad", "mutable_grad")))).bind("g")),
                          *loop, *result.Context);

@@ -9,6 +9,7 @@
 #include "core/vocabulary.h"
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -16,10 +17,6 @@ namespace {
 
 using namespace clang;
 using namespace clang::ast_matchers;
-
-constexpr const char* kConsequence =
-    ": autograd keeps a traceback for every graph node and checks every backward result, which slows training "
-    "several times over";
 
 class AnomalyDetectionEnabled final : public Check {
  public:
@@ -40,8 +37,8 @@ class AnomalyDetectionEnabled final : public Check {
       if (!applies(sem, sm, set)) return;
       Finding f;
       f.range = set->getSourceRange();
-      f.message = std::string("`AnomalyMode::set_enabled(true)` turns anomaly detection on for the rest of the run") +
-                  kConsequence;
+      f.message =
+          fmt::format(fmt::runtime(messages::TL012::switched_on), fmt::arg("call", "AnomalyMode::set_enabled(true)"));
       f.help = "enable it only while debugging: `torch::autograd::AnomalyMode::set_enabled(debug)`";
       sink.report(result, std::move(f));
       return;
@@ -55,7 +52,7 @@ class AnomalyDetectionEnabled final : public Check {
     if (!block || !holds_batch_loop_after(sem, block, decl)) return;
     Finding f;
     f.range = decl->getSourceRange();
-    f.message = std::string("`DetectAnomalyGuard` keeps anomaly detection on for a whole training loop") + kConsequence;
+    f.message = std::string(messages::TL012::around_loop);
     f.help = "declare the guard only while debugging, around the one step that produces the NaN";
     sink.report(result, std::move(f));
   }

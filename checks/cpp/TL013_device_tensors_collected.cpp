@@ -12,6 +12,7 @@
 #include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -42,7 +43,7 @@ class DeviceTensorsCollected final : public Check {
     // does not empty it.
     const Stmt* data_loop = nullptr;
     for (const Stmt* l = sem.enclosing_loop(store); l && !data_loop; l = sem.enclosing_loop(l))
-      if (sem.outlives_iteration(kept, l) && (sem.is_batch_loop(l) || runs_a_module(sem, l))) data_loop = l;
+      if (sem.outlives_iteration(kept, l) && sem.is_data_loop(l)) data_loop = l;
     if (!data_loop || emptied_in(sem, kept, data_loop)) return;
     // Without history: TL002 covers values that keep their graph.
     if (sem.grad_state(store) != GradState::Disabled && sem.provenance(value) != Provenance::Detached) return;
@@ -52,9 +53,8 @@ class DeviceTensorsCollected final : public Check {
     std::string shown = is_primary(value) ? text : "(" + text + ")";
     Finding f;
     f.range = value->getSourceRange();
-    f.message = fmt::format("`{}` collects `{}` on the accelerator in an evaluation loop: device memory grows with "
-                            "the size of the dataset",
-                            sem.text(container), text);
+    f.message = fmt::format(fmt::runtime(messages::TL013::collects), fmt::arg("container", sem.text(container)),
+                            fmt::arg("value", text));
     f.help = fmt::format("store `{0}.cpu()`, or reduce each batch (`.item<float>()`, a running count) inside the loop",
                          shown);
     // Unsafe, as in Python: code after the loop that combines the collected
@@ -78,23 +78,6 @@ class DeviceTensorsCollected final : public Check {
     for (const Expr* arg : m->arguments())
       if (!isa<CXXDefaultArgExpr>(arg)) return false;
     return true;
-  }
-
-  // The same module run on every iteration: not a loop over the heads of an
-  // ensemble (`for (auto& head : heads) votes.push_back(head->forward(x))`),
-  // whose module is the loop's own variable.
-  static bool runs_a_module(const Semantics& sem, const Stmt* loop) {
-    for (const auto& node : match(findAll(callExpr().bind("c")), *loop, sem.context())) {
-      auto* c = node.getNodeAs<CallExpr>("c");
-      if (!c) continue;
-      if (sem.is_module_call(c)) {
-        const ValueDecl* module = named_decl(sem.called_module(c));
-        if (!module || !sem.within(module, loop)) return true;
-      } else if (sem.runs_module_through(c)) {
-        return true;
-      }
-    }
-    return false;
   }
 
   // `outputs.clear()`, `outputs = {}` or a swap inside the loop.

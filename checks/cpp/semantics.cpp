@@ -336,6 +336,24 @@ bool Semantics::steps_optimizer(const Stmt* s, int depth) const {
   return false;
 }
 
+bool Semantics::runs_same_module(const Stmt* loop) const {
+  using namespace clang::ast_matchers;
+  for (const auto& node : match(findAll(callExpr().bind("c")), *loop, ctx_)) {
+    auto* c = node.getNodeAs<CallExpr>("c");
+    if (!c || enclosing_loop(c) == nullptr) continue;
+    if (is_module_call(c)) {
+      const Expr* module = called_module(c);
+      bool chosen_by_loop = false;
+      for (const auto& ref : match(findAll(declRefExpr().bind("r")), *module, ctx_))
+        if (auto* r = ref.getNodeAs<DeclRefExpr>("r"); r && within(r->getDecl(), loop)) chosen_by_loop = true;
+      if (!chosen_by_loop) return true;
+    } else if (runs_module_through(c)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Semantics::batch_level(const Stmt* loop) const {
   using namespace clang::ast_matchers;
   auto nested = match(findAll(stmt(anyOf(forStmt(), cxxForRangeStmt(), whileStmt(), doStmt())).bind("loop")), *loop,
@@ -877,6 +895,48 @@ std::vector<clang::ast_matchers::BoundNodes> match_in_main_file(const Matcher& m
 }
 }  // namespace
 
+// The variable a module expression names, through `modules[i]`.
+const ValueDecl* module_variable(const Expr* e) {
+  e = strip(e);
+  if (auto* op = dyn_cast_or_null<CXXOperatorCallExpr>(e); op && op->getOperator() == OO_Subscript)
+    return named_decl(op->getArg(0));
+  if (auto* a = dyn_cast_or_null<ArraySubscriptExpr>(e)) return named_decl(a->getBase());
+  return named_decl(e);
+}
+
+std::vector<const ValueDecl*> Semantics::optimizer_modules(const ValueDecl* optimizer) const {
+  auto* v = dyn_cast_or_null<VarDecl>(optimizer);
+  auto* construct = v && v->getInit() ? dyn_cast<CXXConstructExpr>(v->getInit()->IgnoreImplicit()) : nullptr;
+  if (!construct || construct->getNumArgs() < 1) return {};
+  auto* params = dyn_cast<CXXMemberCallExpr>(strip(construct->getArg(0)));
+  const CXXMethodDecl* md = params ? params->getMethodDecl() : nullptr;
+  if (!md || !md->getIdentifier() || md->getName() != "parameters") return {};
+  if (!is_module_value_type(params->getImplicitObjectArgument()->getType(), options_)) return {};
+  const ValueDecl* module = module_variable(called_module(params));
+  if (!module) return {};
+  return {module};
+}
+
+bool Semantics::clears_gradients_of(const CXXMemberCallExpr* zero_grad, const ValueDecl* optimizer) const {
+  const Expr* receiver = zero_grad->getImplicitObjectArgument();
+  std::vector<const ValueDecl*> owned = optimizer_modules(optimizer);
+  if (is_optimizer_type(receiver->getType(), options_)) {
+    const ValueDecl* other = named_decl(receiver);
+    if (!other || !optimizer || other == optimizer) return true;
+    std::vector<const ValueDecl*> theirs = optimizer_modules(other);
+    if (owned.empty() || theirs.empty()) return true;  // unknown: may share parameters
+    for (const ValueDecl* m : theirs)
+      if (std::find(owned.begin(), owned.end(), m) != owned.end()) return true;
+    return false;
+  }
+  if (is_module_value_type(receiver->getType(), options_)) {
+    if (owned.empty()) return true;
+    const ValueDecl* module = module_variable(called_module(zero_grad));
+    return !module || std::find(owned.begin(), owned.end(), module) != owned.end();
+  }
+  return true;  // a wrapper of the project's own: taken as clearing
+}
+
 Device Semantics::module_device(const ValueDecl* module, int depth) const {
   if (!module || depth > 2) return Device::Unknown;
   using namespace clang::ast_matchers;
@@ -886,7 +946,7 @@ Device Semantics::module_device(const ValueDecl* module, int depth) const {
   for (const auto& node : moves) {
     auto* m = node.getNodeAs<CXXMemberCallExpr>("move");
     if (!m || !is_module_value_type(m->getImplicitObjectArgument()->getType(), options_)) continue;
-    if (named_decl(called_module(m)) != module) continue;
+    if (module_variable(called_module(m)) != module) continue;
     llvm::StringRef name = m->getMethodDecl()->getName();
     Device d = name == "cuda" ? Device::Accelerator
                : name == "cpu" ? Device::Host
@@ -933,13 +993,13 @@ Device Semantics::device_at_depth(const Expr* e, int depth) const {
     return join_device(device_at_depth(cond->getTrueExpr(), depth + 1), device_at_depth(cond->getFalseExpr(), depth + 1));
   auto* call = dyn_cast<CallExpr>(e);
   if (!call) return Device::Unknown;
-  if (is_module_call(call)) return module_device(named_decl(called_module(call)), 0);
+  if (is_module_call(call)) return module_device(module_variable(called_module(call)), 0);
   if (auto* m = dyn_cast<CXXMemberCallExpr>(call)) {
     const CXXMethodDecl* md = m->getMethodDecl();
     const Expr* object = m->getImplicitObjectArgument();
     // `scripted.forward(inputs).toTensor()`: where the scripted module runs.
     if (md && md->getIdentifier() && md->getName() == "toTensor" && is_module_call(object))
-      return module_device(named_decl(called_module(object)), 0);
+      return module_device(module_variable(called_module(object)), 0);
     if (md && md->getIdentifier() && is_tensor_type(object->getType())) {
       llvm::StringRef name = md->getName();
       if (name == "cuda") return Device::Accelerator;

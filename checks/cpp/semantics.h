@@ -39,6 +39,8 @@ const clang::CXXRecordDecl* record_of(clang::QualType type);
 // Whether `record` is, or derives from, the class named `qualified`.
 bool derives_from(const clang::CXXRecordDecl* record, llvm::StringRef qualified);
 
+// The variable a module expression names, also through `modules[i]`.
+const clang::ValueDecl* module_variable(const clang::Expr* e);
 // A std::tuple, std::pair, std::vector or std::array of tensors (an LSTM's
 // (output, (h, c)), a member holding the hidden state).
 bool holds_tensors(clang::QualType type);
@@ -71,6 +73,13 @@ class Semantics {
   // (torch::data::DataLoaderBase) or steps an optimizer, itself, in a loop
   // nested in it, or in a function or lambda it calls (a step helper). Loops over heads, layers or time steps are not.
   bool is_batch_loop(const clang::Stmt* loop) const;
+  // Whether `loop` runs the same module on every iteration: a module call
+  // (or a per-batch helper that makes one) whose module is not chosen by
+  // the loop (`for (auto& head : heads)`, `tables[i]`). With is_batch_loop,
+  // what makes a loop a loop over data.
+  bool runs_same_module(const clang::Stmt* loop) const;
+  // A loop over data: is_batch_loop, or runs_same_module.
+  bool is_data_loop(const clang::Stmt* loop) const { return is_batch_loop(loop) || runs_same_module(loop); }
   // Whether a step loop runs once per batch: no loop nested in it is one.
   bool batch_level(const clang::Stmt* loop) const;
   // The body of the function or lambda `s` is in, or null.
@@ -114,6 +123,14 @@ class Semantics {
   // Whether `d`'s value flows into the receiver of a backward() call (or
   // torch::autograd::backward / grad) anywhere in `body`.
   bool feeds_backward(const clang::ValueDecl* d, const clang::Stmt* body) const;
+  // The modules whose parameters `optimizer` was built with
+  // (`torch::optim::Adam opt(model->parameters(), ...)`); empty when unknown.
+  std::vector<const clang::ValueDecl*> optimizer_modules(const clang::ValueDecl* optimizer) const;
+  // Whether a zero_grad() call clears gradients `optimizer` steps: the same
+  // optimizer, a module whose parameters it owns, or, when either side is
+  // unknown, taken as clearing (never evidence of a missing reset).
+  // `generator->zero_grad()` does not clear `discriminator_opt`'s parameters.
+  bool clears_gradients_of(const clang::CXXMemberCallExpr* zero_grad, const clang::ValueDecl* optimizer) const;
   // backward() calls (method, or torch::autograd::backward) in `body`.
   std::vector<const clang::CallExpr*> backward_calls(const clang::Stmt* body) const;
 

@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -187,8 +188,7 @@ class AccumulateUndetached final : public Check {
     std::string accumulator = code_snippet(m, unparenthesize(target));
     Diagnostic d = ctx.diagnostic(
         statement,
-        fmt::format("`{}` accumulates `{}` with its autograd graph, keeping every iteration's graph alive",
-                    accumulator, value));
+        fmt::format(fmt::runtime(messages::TL001::accumulates), fmt::arg("total", accumulator), fmt::arg("value", value)));
     // A loss is a scalar: `.item()` is the idiom, and the fix when the total
     // is a Python number that is never used as a tensor. Otherwise `.detach()`,
     // which keeps the accumulator's type and device: `.item()` would turn a

@@ -4,6 +4,7 @@
 
 #include "checks/python/check.h"
 #include "core/vocabulary.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -51,11 +52,12 @@ class AnomalyDetectionEnabled final : public Check {
       if (!is_null(with_stmt)) {
         if (!contains_step_loop(m, with_stmt)) continue;
       }
-      std::string what = !is_null(with_stmt) ? "anomaly detection is on for a whole training loop"
-                         : keyword.empty()      ? "`set_detect_anomaly(True)` turns anomaly detection on for the rest of the run"
-                                                : fmt::format("`{}=True` runs the whole training under anomaly detection", keyword);
-      Diagnostic d = ctx.diagnostic(c.node, what + ": autograd keeps a traceback for every graph node and checks every "
-                                                   "backward result, which slows training several times over");
+      std::string what =
+          !is_null(with_stmt) ? std::string(messages::TL012::around_loop)
+          : keyword.empty()   ? fmt::format(fmt::runtime(messages::TL012::switched_on),
+                                            fmt::arg("call", "set_detect_anomaly(True)"))
+                              : fmt::format(fmt::runtime(messages::TL012::framework_flag), fmt::arg("flag", keyword));
+      Diagnostic d = ctx.diagnostic(c.node, what);
       d.help = keyword.empty() ? "enable it only while debugging: `torch.autograd.set_detect_anomaly(args.debug)`"
                                : fmt::format("enable it only while debugging: `{}=args.debug`", keyword);
       // In a class a registry registers (`@HOOKS.register_module()`): it

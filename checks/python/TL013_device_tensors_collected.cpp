@@ -26,6 +26,7 @@
 #include <map>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -427,9 +428,8 @@ class DeviceTensorsCollected final : public Check {
     TSNode first = leaves.front();
     std::string value = code_snippet(m, first);
     Diagnostic d = ctx.diagnostic(
-        first, fmt::format("`{}` collects `{}` on the accelerator in an evaluation loop: device memory grows with "
-                           "the size of the dataset",
-                           code_snippet(m, s.container_node), value));
+        first, fmt::format(fmt::runtime(messages::TL013::collects), fmt::arg("container", code_snippet(m, s.container_node)),
+                           fmt::arg("value", value)));
     Kind k = kind_of(first);
     bool primary = k == Kind::Identifier || k == Kind::Attribute || k == Kind::Call || k == Kind::Subscript ||
                    k == Kind::ParenthesizedExpression;

@@ -14,6 +14,24 @@ extern const std::vector<std::pair<std::string, std::string>>& embedded_catalogu
 
 namespace {
 
+// Why a message template is malformed, or "": slots are `{name}` with a
+// lower-case identifier, and no other brace appears.
+std::string template_problem(const std::string& text) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '}') return fmt::format("a '}}' without its '{{' at offset {}", i);
+    if (text[i] != '{') continue;
+    size_t close = text.find('}', i);
+    if (close == std::string::npos) return fmt::format("a '{{' without its '}}' at offset {}", i);
+    std::string slot = text.substr(i + 1, close - i - 1);
+    bool ok = !slot.empty() && (std::islower(static_cast<unsigned char>(slot[0])) || slot[0] == '_');
+    for (char c : slot)
+      ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_');
+    if (!ok) return fmt::format("slot '{{{}}}' is not a lower-case name", slot);
+    i = close;
+  }
+  return {};
+}
+
 std::string required_string(const toml::table& t, std::string_view key, const std::string& where) {
   auto v = t[key].value<std::string>();
   if (!v || v->empty())
@@ -69,6 +87,18 @@ RuleInfo parse_entry(const std::string& file, const std::string& text) {
   r.fix = required_string(t, "fix", file);
   r.fix_availability = parse_fix(required_string(t, "fix-availability", file), file);
   r.references = string_array(t, "references", file);
+  if (const toml::node* messages = t.get("messages")) {
+    const toml::table* mt = messages->as_table();
+    if (!mt) throw std::runtime_error(fmt::format("{}: 'messages' must be a table", file));
+    for (const auto& [key, node] : *mt) {
+      std::string name(key.str());
+      std::optional<std::string> text = node.value<std::string>();
+      if (!text) throw std::runtime_error(fmt::format("{}: message '{}' must be a string", file, name));
+      if (std::string problem = template_problem(*text); !problem.empty())
+        throw std::runtime_error(fmt::format("{}: message '{}': {}", file, name, problem));
+      r.messages[name] = *text;
+    }
+  }
   if (const toml::node* engine = t.get("engine")) {
     if (!engine->is_boolean()) throw std::runtime_error(fmt::format("{}: 'engine' must be a boolean", file));
     r.engine = *engine->value<bool>();

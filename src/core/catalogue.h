@@ -34,6 +34,10 @@ struct RuleInfo {
   FixAvailability fix_availability = FixAvailability::None;
   std::vector<LanguageNote> examples;  // bad and good example per language
   std::vector<std::string> references;
+  // The message templates both languages' checks format (the entry's
+  // [messages] table; cmake/EmbedMessages.cmake turns it into the header
+  // rule_messages.h the checks include). Slots are `{name}`.
+  std::map<std::string, std::string> messages;
   // The documentation in other languages (the entry's `[zh]` table): the
   // summary, why and fix, written by the team; the examples are shared.
   struct Translation {

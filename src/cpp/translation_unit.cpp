@@ -76,6 +76,9 @@ class FindingSink final : public Sink {
       f.fix_safety = finding.fix_safety;
     }
     else f.edits.clear();
+    // A template's pattern and its instantiation can give the same finding.
+    for (const TuFinding& seen : out_.findings)
+      if (seen.rule_id == f.rule_id && seen.start_byte == f.start_byte && seen.end_byte == f.end_byte) return;
     ContextFinder finder(sm, f.start_byte);
     for (Decl* d : scope_) finder.TraverseDecl(d);
     if (finder.best) f.context = finder.best->getQualifiedNameAsString();

@@ -466,7 +466,7 @@ TEST(TidyModule, ClangTidyLoadsTheModuleAndReportsOnFixtures) {
   std::string out = run_command(tidy + " --load=" + module + " -checks='-*,torchleak-*' --export-fixes=" +
                                     fixes.string() + " " + tl001.string() + flags,
                                 status);
-  EXPECT_NE(out.find(tl001.string() + ":29:7: warning: `total` accumulates `loss`, which carries autograd history"),
+  EXPECT_NE(out.find(tl001.string() + ":29:7: warning: `total` accumulates `loss` with its autograd graph, keeping every iteration's graph alive"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find("[torchleak-accumulate-undetached]"), std::string::npos) << out;

@@ -1,0 +1,62 @@
+// One specification per rule: the message templates in rules/*.toml are the
+// texts both languages' checks format, through the generated rule_messages.h.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "core/catalogue.h"
+#include "rule_messages.h"
+
+namespace torchleak {
+namespace {
+
+TEST(CatalogueMessages, TheGeneratedHeaderHoldsTheCataloguesTexts) {
+  const Catalogue& c = Catalogue::builtin();
+  EXPECT_EQ(std::string(messages::TL001::accumulates), c.find("TL001")->messages.at("accumulates"));
+  EXPECT_EQ(std::string(messages::TL012::switched_on), c.find("TL012")->messages.at("switched_on"));
+  EXPECT_EQ(std::string(messages::TL012::framework_flag), c.find("TL012")->messages.at("framework_flag"));
+  EXPECT_EQ(std::string(messages::TL012::around_loop), c.find("TL012")->messages.at("around_loop"));
+  EXPECT_EQ(std::string(messages::TL013::collects), c.find("TL013")->messages.at("collects"));
+}
+
+TEST(CatalogueMessages, SlotsAreNamed) {
+  EXPECT_EQ(fmt::format(fmt::runtime(messages::TL001::accumulates), fmt::arg("total", "t"), fmt::arg("value", "v")),
+            "`t` accumulates `v` with its autograd graph, keeping every iteration's graph alive");
+}
+
+Catalogue parse_one(const std::string& messages) {
+  return Catalogue::parse({{"TL900-x.toml", R"(id = "TL900"
+name = "x"
+severity = "warning"
+languages = ["python"]
+precision = "high"
+tags = []
+fix-availability = "none"
+summary = "s"
+why = "w"
+fix = "f"
+references = []
+[example.python]
+bad = "b"
+good = "g"
+[messages]
+)" + messages}});
+}
+
+TEST(CatalogueMessages, MalformedTemplatesNameTheFileAndTheMessage) {
+  EXPECT_EQ(parse_one("ok = \"`{total}` grows\"\n").find("TL900")->messages.at("ok"), "`{total}` grows");
+  for (const char* bad : {"m = \"`{Total}`\"\n", "m = \"`{total`\"\n", "m = \"total}\"\n", "m = \"{}\"\n", "m = 3\n"}) {
+    try {
+      parse_one(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("TL900-x.toml"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'m'"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace torchleak
