@@ -8,6 +8,7 @@
 file(GLOB entries "${RULES_DIR}/*.toml")
 list(SORT entries)
 set(body "")
+set(all "")
 foreach(entry IN LISTS entries)
   file(STRINGS "${entry}" lines ENCODING UTF-8)
   set(id "")
@@ -25,6 +26,7 @@ foreach(entry IN LISTS entries)
         message(FATAL_ERROR "${entry}: a [messages] line must be name = \"template\" on one line: ${line}")
       endif()
       string(APPEND rule_body "inline constexpr std::string_view ${CMAKE_MATCH_1} = ${CMAKE_MATCH_2};\n")
+      string(APPEND all "    {\"${id}\", \"${CMAKE_MATCH_1}\", ${id}::${CMAKE_MATCH_1}},\n")
     endif()
   endforeach()
   if(NOT rule_body STREQUAL "")
@@ -40,7 +42,14 @@ set(content "// Generated from rules/*.toml ([messages]) by cmake/EmbedMessages.
 #include <string_view>
 
 namespace torchleak::messages {
-${body}}  // namespace torchleak::messages
+${body}
+// Every template, for the test that checks this header against the catalogue.
+struct Entry {
+  std::string_view rule, name, text;
+};
+inline constexpr Entry kAll[] = {
+${all}};
+}  // namespace torchleak::messages
 ")
 if(EXISTS "${OUTPUT}")
   file(READ "${OUTPUT}" old)

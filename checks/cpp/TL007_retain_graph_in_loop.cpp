@@ -10,6 +10,7 @@
 
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -38,9 +39,7 @@ class RetainGraphInLoop final : public Check {
         return;  // a later pass in the iteration releases the graph
     Finding finding;
     finding.range = call->getSourceRange();
-    finding.message = fmt::format(
-        "`{}` retains the graph inside a loop: every iteration's graph and saved activations stay alive",
-        sem.text(call));
+    finding.message = fmt::format(fmt::runtime(messages::TL007::retained), fmt::arg("call", sem.text(call)));
     finding.help = "drop retain_graph (call backward() once per graph), or detach what the next iteration reuses";
     sink.report(result, std::move(finding));
   }

@@ -15,6 +15,7 @@
 
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -40,10 +41,8 @@ class EmptyCacheInLoop final : public Check {
     if (!every_iteration_loop(sem, call)) return;
     Finding f;
     f.range = call->getSourceRange();
-    f.message = fmt::format(
-        "`{}` runs on every iteration: it frees no tensor that is still referenced, and makes the caching "
-        "allocator return memory and ask for it again each step",
-        sem.text(call));
+    f.message = fmt::format(fmt::runtime(messages::TL009::runs), fmt::arg("call", sem.text(call)),
+                            fmt::arg("when", "on every iteration"));
     f.help = "remove it, or make it periodic (`if (step % 1000 == 0)`); a leak is a live reference, not cache";
     sink.report(result, std::move(f));
   }

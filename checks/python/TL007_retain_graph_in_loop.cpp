@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -138,10 +139,7 @@ class RetainGraphInLoop final : public Check {
   static void report(CheckContext& ctx, const Call& c, TSNode retain) {
     const Model& m = ctx.model();
     Diagnostic d = ctx.diagnostic(
-        c.node, fmt::format("`{}` keeps this step's graph and its saved activations alive until the next step "
-                            "replaces it: no later backward pass in the iteration releases it, so peak memory "
-                            "holds two graphs instead of one",
-                            code_snippet(m, c.node, 60)));
+        c.node, fmt::format(fmt::runtime(messages::TL007::retained), fmt::arg("call", code_snippet(m, c.node, 60))));
     d.help = "drop `retain_graph=True`: it is needed only when another backward pass goes through the same graph "
              "later in the step";
     TSNode kw = ts_node_parent(retain);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -26,9 +27,8 @@ class EmptyCacheInLoop final : public Check {
         where = fmt::format("on every step (`{}` runs once per step)", f->name);
       }
       Diagnostic d = ctx.diagnostic(
-          c.node, fmt::format("`torch.cuda.empty_cache()` runs {}: it frees no tensor that is still referenced, and "
-                              "makes the caching allocator return memory and ask for it again each step",
-                              where));
+          c.node, fmt::format(fmt::runtime(messages::TL009::runs), fmt::arg("call", "torch.cuda.empty_cache()"),
+                              fmt::arg("when", where)));
       d.help = "remove it, or make it periodic (`if step % 1000 == 0:`); a leak is a live reference, not cache";
       ctx.report(std::move(d));
     }
