@@ -6,6 +6,7 @@
 #include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -51,10 +52,7 @@ class AppendUndetached final : public Check {
     std::string name = sem.text(object), text = sem.text(value);
     Finding f;
     f.range = call->getSourceRange();
-    f.message = fmt::format(
-        "`{}` collects `{}`, which carries autograd history: every iteration's graph stays alive as long as "
-        "`{}` does",
-        name, text, name);
+    f.message = fmt::format(fmt::runtime(messages::TL002::stores), fmt::arg("container", name), fmt::arg("value", text));
     finish(f, value, text, result);
     sink.report(result, std::move(f));
   }
@@ -82,10 +80,7 @@ class AppendUndetached final : public Check {
     std::string name = sem.text(op->getArg(0)), text = sem.text(value);
     Finding f;
     f.range = op->getSourceRange();
-    f.message = fmt::format(
-        "`{}` grows by concatenating `{}`, which carries autograd history: every iteration's graph stays alive "
-        "as long as `{}` does",
-        name, text, name);
+    f.message = fmt::format(fmt::runtime(messages::TL002::stores), fmt::arg("container", name), fmt::arg("value", text));
     finish(f, value, text, result);
     sink.report(result, std::move(f));
   }

@@ -7,6 +7,7 @@
 #include "cpp/check.h"
 #include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -128,28 +129,12 @@ class ModuleTensorCache final : public Check {
     std::string attr = sem.text(member), text = sem.text(value);
     Finding f;
     f.range = at->getSourceRange();
-    switch (kind) {
-      case StoreKind::Container:
-        f.message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module: every forward "
-                                "adds its graph to `{}` and memory grows with each call",
-                                attr, text, attr);
-        break;
-      case StoreKind::InPlace:
-        f.message = fmt::format("`{}` is updated in place with `{}`, which carries autograd history: the buffer "
-                                "joins the graph and chains every forward's graph to the next",
-                                attr, text);
-        break;
-      case StoreKind::Accumulate:
-        f.message = fmt::format("`{}` accumulates `{}`, which carries autograd history, on the module: every "
-                                "forward's graph stays alive as long as the module does",
-                                attr, text);
-        break;
-      case StoreKind::Assign:
-        f.message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module: the graph of the "
-                                "last forward stays alive between calls, and joins the next one if it reads `{}`",
-                                attr, text, attr);
-        break;
-    }
+    std::string_view tmpl = kind == StoreKind::Container    ? messages::TL003::container
+                            : kind == StoreKind::InPlace    ? messages::TL003::in_place
+                            : kind == StoreKind::Accumulate ? messages::TL003::accumulates
+                                                            : messages::TL003::assigned;
+    f.message = fmt::format(fmt::runtime(tmpl), fmt::arg("member", attr), fmt::arg("value", text),
+                            fmt::arg("where", ""));
     if (!is_tensor_type(strip(value)->getType())) {
       // A tuple of tensors: each part is detached on its own.
       f.help = fmt::format("store `{}` with each tensor detached (`.detach()`), or compute it under "

@@ -22,6 +22,7 @@
 #include <array>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -292,8 +293,8 @@ class AppendUndetached final : public Check {
     TSNode first = leaves.front();
     std::string value = code_snippet(m, first);
     Diagnostic d = ctx.diagnostic(
-        first, fmt::format("`{}` stores `{}` with its autograd graph, keeping every iteration's graph alive",
-                           code_snippet(m, s.container_node), value));
+        first, fmt::format(fmt::runtime(messages::TL002::stores), fmt::arg("container", code_snippet(m, s.container_node)),
+                           fmt::arg("value", value)));
     d.help = help_for(m, first);
     // `.detach()` keeps values, dtype and device, but a reader the check
     // cannot see (another method, a caller, another file) may differentiate

@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -631,29 +632,12 @@ class ModuleTensorCache final : public Check {
     std::string value(m.text(s.values.front()));
     std::string where =
         fn == forward ? "" : fmt::format(" (`{}` runs in `{}`)", f.name, m.functions()[forward].qualified_name);
-    std::string message;
-    switch (s.kind) {
-      case StoreKind::Container:
-        message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module{}: every forward "
-                              "adds its graph to `{}` and memory grows with each call",
-                              s.attribute, value, where, s.attribute);
-        break;
-      case StoreKind::InPlace:
-        message = fmt::format("`{}` is updated in place with `{}`, which carries autograd history{}: the buffer "
-                              "joins the graph and chains every forward's graph to the next",
-                              s.attribute, value, where);
-        break;
-      case StoreKind::Accumulate:
-        message = fmt::format("`{}` accumulates `{}`, which carries autograd history, on the module{}: every "
-                              "forward's graph stays alive as long as the module does",
-                              s.attribute, value, where);
-        break;
-      case StoreKind::Assign:
-        message = fmt::format("`{}` keeps `{}`, which carries autograd history, on the module{}: the graph of the "
-                              "last forward stays alive between calls, and joins the next one if it reads `{}`",
-                              s.attribute, value, where, s.attribute);
-        break;
-    }
+    std::string_view text = s.kind == StoreKind::Container  ? messages::TL003::container
+                            : s.kind == StoreKind::InPlace  ? messages::TL003::in_place
+                            : s.kind == StoreKind::Accumulate ? messages::TL003::accumulates
+                                                              : messages::TL003::assigned;
+    std::string message = fmt::format(fmt::runtime(text), fmt::arg("member", s.attribute), fmt::arg("value", value),
+                                      fmt::arg("where", where));
     Diagnostic d = ctx.diagnostic(s.where, std::move(message));
     if (s.edits.empty()) {
       d.help = fmt::format("store a detached copy: detach `{}` after this line (for an LSTM state, "
