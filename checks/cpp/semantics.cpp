@@ -304,6 +304,16 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
   return nullptr;
 }
 
+const FunctionDecl* Semantics::program_function(const CallExpr* call) const {
+  const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
+  const FunctionDecl* definition = nullptr;
+  if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition) return nullptr;
+  if (in_torch_namespace(definition) || definition->isInStdNamespace() ||
+      sources().isInSystemHeader(definition->getLocation()))
+    return nullptr;
+  return definition;
+}
+
 bool Semantics::is_batch_loop(const Stmt* loop) const {
   using namespace clang::ast_matchers;
   auto over_loader = match(findAll(cxxForRangeStmt().bind("for")), *loop, ctx_);
@@ -325,13 +335,8 @@ bool Semantics::steps_optimizer(const Stmt* s, int depth) const {
         m && is_optimizer_type(m->getImplicitObjectArgument()->getType(), options_))
       return true;
   for (const auto& node : match(findAll(callExpr().bind("c")), *s, ctx_)) {
-    auto* c = node.getNodeAs<CallExpr>("c");
-    const FunctionDecl* callee = c ? c->getDirectCallee() : nullptr;
-    const FunctionDecl* definition = nullptr;
-    if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition ||
-        definition->isInStdNamespace() || sources().isInSystemHeader(definition->getLocation()))
-      continue;
-    if (steps_optimizer(definition->getBody(), depth + 1)) return true;
+    const FunctionDecl* definition = program_function(node.getNodeAs<CallExpr>("c"));
+    if (definition && steps_optimizer(definition->getBody(), depth + 1)) return true;
   }
   return false;
 }
@@ -526,11 +531,11 @@ bool Semantics::is_module_call(const Expr* e) const {
 }
 
 bool Semantics::runs_module_through(const CallExpr* call, const CallExpr** inner, int depth) const {
-  if (!call || depth > 3) return false;
-  const FunctionDecl* callee = call->getDirectCallee();
-  const FunctionDecl* definition = nullptr;
-  if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition) return false;
-  if (isa<CXXMethodDecl>(definition) && definition->getName() == "forward") return false;  // a module's own forward
+  if (depth > 3) return false;
+  const FunctionDecl* definition = program_function(call);
+  if (!definition) return false;
+  if (isa<CXXMethodDecl>(definition) && definition->getIdentifier() && definition->getName() == "forward")
+    return false;  // a module's own forward
   const Stmt* body = definition->getBody();
   if (!backward_calls(body).empty()) return false;
   using namespace clang::ast_matchers;
@@ -742,14 +747,8 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
 }
 
 Provenance Semantics::returned_by(const CallExpr* call, int depth) const {
-  const FunctionDecl* callee = call->getDirectCallee();
-  const FunctionDecl* definition = nullptr;
-  if (!callee || !callee->hasBody(definition) || !definition || definition->isDependentContext())
-    return Provenance::Unknown;
-  // The program's own functions: not the standard library's or another
-  // system header's.
-  if (definition->isInStdNamespace() || sources().isInSystemHeader(definition->getLocation()))
-    return Provenance::Unknown;
+  const FunctionDecl* definition = program_function(call);
+  if (!definition || definition->isDependentContext()) return Provenance::Unknown;
   for (const Frame& f : frames_)
     if (f.function == definition) return Provenance::Unknown;  // recursion
   using namespace clang::ast_matchers;

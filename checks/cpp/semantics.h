@@ -69,6 +69,10 @@ class Semantics {
   // The innermost loop (for, range-for, while, do) around `s` within its
   // function, or null.
   const clang::Stmt* enclosing_loop(const clang::Stmt* s) const;
+  // The definition a call reaches when it is the program's own function or
+  // lambda (not torch's, the standard library's or another system
+  // header's), or null: where values, steps and module runs are followed.
+  const clang::FunctionDecl* program_function(const clang::CallExpr* call) const;
   // Whether `loop` is a step loop: it iterates a LibTorch data loader
   // (torch::data::DataLoaderBase) or steps an optimizer, itself, in a loop
   // nested in it, or in a function or lambda it calls (a step helper). Loops over heads, layers or time steps are not.
