@@ -204,7 +204,8 @@ void Server::schedule(std::chrono::milliseconds delay) {
 std::vector<json> Server::handle(const std::string& body) {
   json msg = json::parse(body, nullptr, false);
   if (msg.is_discarded()) return {error_response(nullptr, kParseError, "Parse error: the message is not JSON")};
-  if (!msg.is_object() || msg.value("jsonrpc", "") != "2.0") {
+  // `"jsonrpc": 2` is not the string "2.0" (json::value would throw on it).
+  if (!msg.is_object() || !msg.contains("jsonrpc") || msg["jsonrpc"] != "2.0") {
     json id = msg.is_object() && msg.contains("id") ? msg["id"] : json(nullptr);
     return {error_response(id, kInvalidRequest, "Invalid Request: not a JSON-RPC 2.0 object")};
   }
