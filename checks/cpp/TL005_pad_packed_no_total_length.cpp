@@ -16,6 +16,7 @@
 
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -80,10 +81,9 @@ class PadPackedNoTotalLength final : public Check {
     unsigned line = sm.getExpansionLineNumber(wrap->call->getBeginLoc());
     Finding f;
     f.range = pad->getSourceRange();
-    f.message = fmt::format(
-        "`pad_packed_sequence` without `total_length` in `{}`, and {} run by `{}` at line {}: each replica pads its "
-        "slice of the batch to that slice's longest sequence, so the outputs data_parallel gathers disagree in length",
-        where, wrapped, sem.text(wrap->call->getCallee()), line);
+    f.message = fmt::format(fmt::runtime(messages::TL005::replicated), fmt::arg("function", where),
+                            fmt::arg("module", wrapped), fmt::arg("wrapper", sem.text(wrap->call->getCallee())),
+                            fmt::arg("location", fmt::format("line {}", line)));
     f.help = "pass `total_length` the padded length of the input given to `pack_padded_sequence` (`padded.size(1)` "
              "when it is batch-first, else `padded.size(0)`)";
     add_fix(sem, pad, method, f);

@@ -8,6 +8,7 @@
 
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -58,13 +59,10 @@ class EvalWithoutNoGrad final : public Check {
                                   : call->getDirectCallee()->getNameAsString() + "()";
       Finding f;
       f.range = call->getSourceRange();
-      f.message = eval_mode
-                      ? fmt::format("`{}` runs in a loop after `{}` with autograd enabled: every forward records a "
-                                    "graph and keeps its activations, and nothing calls backward() to free them",
-                                    module, sem.text(mode))
-                      : fmt::format("`{}` runs `{}` in a loop with autograd enabled and no backward(): every forward "
-                                    "records a graph and keeps its activations",
-                                    fn->getNameAsString(), module);
+      std::string reason = eval_mode ? fmt::format("after `{}`", sem.text(mode))
+                                     : fmt::format("in `{}`", fn->getQualifiedNameAsString());
+      f.message = fmt::format(fmt::runtime(messages::TL006::evaluates), fmt::arg("module", module),
+                              fmt::arg("reason", reason));
       f.help = "declare `torch::NoGradGuard no_grad;` (or `c10::InferenceMode guard;`) before the loop";
       sink.report(result, std::move(f));
     }

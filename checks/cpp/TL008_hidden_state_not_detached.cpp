@@ -16,7 +16,9 @@
 #include <set>
 
 #include "cpp/check.h"
+#include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -271,22 +273,23 @@ class HiddenStateNotDetached final : public Check {
                      const Stmt* loop, const std::vector<const Expr*>& fed, const Expr* module_call, Sink& sink) {
     std::vector<std::string> names;
     for (const Expr* t : fed) names.push_back(named_decl(t)->getNameAsString());
-    bool one = names.size() == 1;
     unsigned line = sem.sources().getExpansionLineNumber(loop->getBeginLoc());
     Finding f;
     f.range = assign->getSourceRange();
     f.message = fmt::format(
-        "recurrent state{} {} {} fed back into `{}` on every iteration of the training loop at line {} and never "
-        "detached: {} autograd history spans every batch so far, so memory and backward time grow with every batch "
-        "(truncated backpropagation through time is missing)",
-        one ? "" : "s", quoted_names(names), one ? "is" : "are", sem.text(module_call), line, one ? "its" : "their");
+        fmt::runtime(names.size() == 1 ? messages::TL008::fed_back : messages::TL008::fed_back_several),
+        fmt::arg("states", quoted_names(names)), fmt::arg("call", sem.text(module_call)),
+        fmt::arg("where", fmt::format(fmt::runtime(messages::TL008::every_iteration), fmt::arg("line", line))));
     std::string statement = detach_statement(sem, fed);
     f.help = statement.empty()
                  ? fmt::format("detach the state once per iteration, before the forward pass: `{0} = {0}.detach();` "
                                "(for a tuple, detach each tensor with std::get)",
                                names.front())
                  : fmt::format("detach the state once per iteration, before the forward pass: `{}`", statement);
-    if (!statement.empty()) add_fix(sem, loop, statement, f);
+    if (!statement.empty()) {
+      f.fixes = insert_at_loop_start(loop, sem.sources(), statement);
+      if (!f.fixes.empty()) f.fix_title = fmt::format("Insert `{}` at the top of the loop", statement);
+    }
     sink.report(result, std::move(f));
   }
 
@@ -318,31 +321,6 @@ class HiddenStateNotDetached final : public Check {
   // Inserts the statement as the first line of the loop's body. Unsafe:
   // gradients stop flowing into earlier batches, which is the point of
   // truncated BPTT but changes what the model learns.
-  static void add_fix(const Semantics& sem, const Stmt* loop, const std::string& statement, Finding& f) {
-    const Stmt* body = nullptr;
-    if (auto* l = dyn_cast<ForStmt>(loop)) body = l->getBody();
-    else if (auto* l = dyn_cast<CXXForRangeStmt>(loop)) body = l->getBody();
-    else if (auto* l = dyn_cast<WhileStmt>(loop)) body = l->getBody();
-    else if (auto* l = dyn_cast<DoStmt>(loop)) body = l->getBody();
-    auto* block = dyn_cast_or_null<CompoundStmt>(body);
-    if (!block || block->body_empty()) return;
-    const SourceManager& sm = sem.sources();
-    SourceLocation first = block->body_front()->getBeginLoc();
-    if (first.isMacroID() || block->getLBracLoc().isMacroID()) return;
-    if (sm.getSpellingLineNumber(first) == sm.getSpellingLineNumber(block->getLBracLoc())) return;
-    unsigned column = sm.getSpellingColumnNumber(first);
-    bool invalid = false;
-    llvm::StringRef buffer = sm.getBufferData(sm.getFileID(first), &invalid);
-    unsigned offset = sm.getFileOffset(first);
-    if (invalid || offset < column - 1) return;
-    // The statement starts its line: the text before it is its indentation.
-    std::string indent = buffer.substr(offset - (column - 1), column - 1).str();
-    for (char c : indent)
-      if (c != ' ' && c != '\t') return;
-    SourceLocation line_start = first.getLocWithOffset(-static_cast<int>(column - 1));
-    f.fix_title = fmt::format("Insert `{}` at the top of the loop", statement);
-    f.fixes.push_back(FixItHint::CreateInsertion(line_start, indent + statement + "\n"));
-  }
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include "cpp/check.h"
+#include "checks/cpp/fixes.h"
 #include "checks/cpp/semantics.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -23,12 +25,14 @@ class MissingZeroGrad final : public Check {
     auto* step = result.Nodes.getNodeAs<CXXMemberCallExpr>("step");
     if (!step || !is_optimizer_type(step->getImplicitObjectArgument()->getType(), options)) return;
     Semantics sem(*result.Context, options);
-    const Stmt* loop = sem.enclosing_loop(step);
-    if (!loop) return;
+    const Stmt* step_loop = sem.enclosing_loop(step);
+    if (!step_loop) return;
+    const Stmt* loop = step_loop;
     // The outermost loop around the step: zero_grad() anywhere in it counts
     // (gradient accumulation clears every k iterations).
     while (const Stmt* outer = sem.enclosing_loop(loop)) loop = outer;
-    if (sem.backward_calls(loop).empty()) return;
+    std::vector<const CallExpr*> backwards = sem.backward_calls(loop);
+    if (backwards.empty()) return;
     // A zero_grad() that clears this optimizer's parameters: its own, or a
     // module's whose parameters it owns (not another model's of a GAN).
     const ValueDecl* optimizer_decl = named_decl(step->getImplicitObjectArgument());
@@ -39,15 +43,31 @@ class MissingZeroGrad final : public Check {
     auto by_hand = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("grad", "mutable_grad")))).bind("g")),
                          *loop, *result.Context);
     if (!by_hand.empty()) return;
+    // The finding sits on the backward pass that adds to the gradients, as in
+    // Python: the last one before the step, else the first.
+    const CallExpr* backward = backwards.front();
+    for (const CallExpr* b : backwards)
+      if (sem.before(b->getBeginLoc(), step->getBeginLoc())) backward = b;
+    // The optimizer as written: `optimizer.`, `optimizer->` (a pointer, or a
+    // shared_ptr whose operator-> is the member's base).
     auto* member = dyn_cast<MemberExpr>(step->getCallee()->IgnoreParenImpCasts());
-    std::string optimizer = sem.text(step->getImplicitObjectArgument()) + (member && member->isArrow() ? "->" : ".");
+    const Expr* base = member ? member->getBase()->IgnoreParenImpCasts() : step->getImplicitObjectArgument();
+    if (auto* arrow = dyn_cast<CXXOperatorCallExpr>(base); arrow && arrow->getOperator() == OO_Arrow)
+      base = arrow->getArg(0);
+    std::string clear = sem.text(base) + (member && member->isArrow() ? "->" : ".") + "zero_grad()";
     Finding f;
-    f.range = step->getSourceRange();
-    f.message = fmt::format(
-        "`{}` steps in a loop that calls backward() but never zero_grad(): each iteration's gradients are added "
-        "to the previous ones",
-        sem.text(step));
-    f.help = fmt::format("call `{}zero_grad()` at the start of each iteration (before backward())", optimizer);
+    f.range = backward->getSourceRange();
+    f.message = fmt::format(fmt::runtime(messages::TL010::accumulates), fmt::arg("backward", sem.text(backward)),
+                            fmt::arg("step", sem.text(step)));
+    f.help = fmt::format(fmt::runtime(messages::TL010::help), fmt::arg("clear", clear));
+    // Unsafe: a loop that accumulates on purpose over several iterations
+    // (clearing elsewhere, by a hook) trains differently once cleared.
+    // Into the innermost loop around both the backward pass and the step:
+    // the epoch loop around a loop over batches would clear once per epoch.
+    const Stmt* fix_loop = step_loop;
+    while (fix_loop && !sem.within(backward, fix_loop)) fix_loop = sem.enclosing_loop(fix_loop);
+    if (fix_loop) f.fixes = insert_at_loop_start(fix_loop, sem.sources(), clear + ";");
+    if (!f.fixes.empty()) f.fix_title = fmt::format("Insert `{};` at the start of the loop body", clear);
     sink.report(result, std::move(f));
   }
 };

@@ -21,6 +21,7 @@
 #include "cpp/check.h"
 #include "checks/cpp/semantics.h"
 #include "checks/size_format.h"
+#include "rule_messages.h"
 
 namespace torchleak::cpp {
 
@@ -94,14 +95,13 @@ class OversizedLayer final : public Check {
     if (training <= options.oversized_layer_bytes) return;
     Finding f;
     f.range = construct->getSourceRange();
-    f.message = fmt::format("{}({}){}: {}, {} of fp32 weights, {} with gradients and Adam state",
-                            written_type(ctx, construct), e->arguments, e->setters,
-                            size_format::parameter_count(e->parameters), size_format::bytes(fp32),
-                            size_format::bytes(training));
-    f.help = fmt::format(
-        "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank "
-        "bottleneck, a smaller vocabulary, sparse or hashed embeddings) or shard it across devices",
-        size_format::bytes(options.oversized_layer_bytes));
+    f.message = fmt::format(
+        fmt::runtime(messages::TL011::oversized),
+        fmt::arg("layer", fmt::format("{}({}){}", written_type(ctx, construct), e->arguments, e->setters)),
+        fmt::arg("parameters", size_format::parameter_count(e->parameters)),
+        fmt::arg("weights", size_format::bytes(fp32)), fmt::arg("training", size_format::bytes(training)));
+    f.help = fmt::format(fmt::runtime(messages::TL011::help),
+                         fmt::arg("threshold", size_format::bytes(options.oversized_layer_bytes)));
     sink.report(result, std::move(f));
   }
 

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -347,11 +348,9 @@ class PadPackedNoTotalLength final : public Check {
                 : fmt::format("`{}`, which {} `{}`, is", found->wrapped,
                               found->contains ? "holds" : "derives from", class_name);
         diag.message = fmt::format(
-            "`pad_packed_sequence` without `total_length` in `{}`, and {} wrapped in `{}` at {}: each replica "
-            "pads its slice of the batch to that slice's longest sequence, so the outputs DataParallel gathers "
-            "disagree in length",
-            where, wrapped, found->wrap->values.empty() ? "DataParallel" : found->wrap->values.front(),
-            index.location(found->wrap->file, found->wrap->line));
+            fmt::runtime(messages::TL005::replicated), fmt::arg("function", where), fmt::arg("module", wrapped),
+            fmt::arg("wrapper", found->wrap->values.empty() ? "DataParallel" : found->wrap->values.front()),
+            fmt::arg("location", index.location(found->wrap->file, found->wrap->line)));
         return true;
       });
     }

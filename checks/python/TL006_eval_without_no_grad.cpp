@@ -45,6 +45,7 @@
 #include <unordered_map>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -621,9 +622,8 @@ class EvalWithoutNoGrad final : public Check {
     const Model& m = ctx.model();
     std::string module = code_snippet(m, is_null(call.receiver) || call.method != "forward" ? call.func : call.receiver);
     Diagnostic d = ctx.diagnostic(
-        call.node, fmt::format("`{}` runs in an evaluation loop {} with autograd enabled: every forward pass records a "
-                               "graph and keeps its activations alive, and nothing calls backward() to free them",
-                               module, reason));
+        call.node, fmt::format(fmt::runtime(messages::TL006::evaluates), fmt::arg("module", module),
+                               fmt::arg("reason", reason)));
     std::string guard = phase_guard ? *phase_guard : no_grad_spelling(m);
     d.help = phase_guard ? "the loop also trains: wrap it in `with torch.set_grad_enabled(<training flag>):`"
                          : "wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the "
@@ -648,7 +648,9 @@ class EvalWithoutNoGrad final : public Check {
       if (sites.empty()) return true;
       for (const Fact* f : sites) {
         if (f->values.empty() || f->values.front() != "enabled") continue;
-        diag.message += fmt::format(" (`{}` is called with autograd enabled at {}:{})", name, f->file, f->line);
+        diag.message += fmt::format(" ({})", fmt::format(fmt::runtime(messages::TL006::called_with_grad),
+                                                         fmt::arg("function", name),
+                                                         fmt::arg("location", index.location(f->file, f->line))));
         return true;
       }
       return false;  // every call runs with grad disabled, or decided at run time

@@ -42,6 +42,7 @@
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 
 namespace torchleak::python {
 
@@ -677,16 +678,14 @@ std::string quoted_names(const std::vector<FedState>& states) {
 // line 12", "on every call of `training_step` (once per training step)".
 std::string where(const Model& m, const Iteration& it) {
   if (it.loop >= 0)
-    return fmt::format("on every iteration of the training loop at line {}", m.position(m.loops()[it.loop].node).line);
+    return fmt::format(fmt::runtime(messages::TL008::every_iteration),
+                       fmt::arg("line", m.position(m.loops()[it.loop].node).line));
   return fmt::format("on every call of `{}` (once per training step)", m.functions()[it.function].name);
 }
 
 std::string message(const std::string& call, const std::string& where, const std::vector<FedState>& states) {
-  bool one = states.size() == 1;
-  return fmt::format(
-      "recurrent state{} {} {} fed back into `{}` {} and never detached: {} autograd history spans every batch so "
-      "far, so memory and backward time grow with every batch (truncated backpropagation through time is missing)",
-      one ? "" : "s", quoted_names(states), one ? "is" : "are", call, where, one ? "its" : "their");
+  return fmt::format(fmt::runtime(states.size() == 1 ? messages::TL008::fed_back : messages::TL008::fed_back_several),
+                     fmt::arg("states", quoted_names(states)), fmt::arg("call", call), fmt::arg("where", where));
 }
 
 class HiddenStateNotDetached final : public Check {

@@ -35,6 +35,7 @@
 #include <unordered_set>
 
 #include "checks/python/check.h"
+#include "rule_messages.h"
 #include "core/project_index.h"
 
 namespace torchleak::python {
@@ -359,10 +360,9 @@ class MissingZeroGrad final : public Check {
     std::string opt = code_snippet(m, optimizer, 40);
     Diagnostic d = ctx.diagnostic(
         backward.node,
-        fmt::format("`{}` adds this step's gradients to the ones already in `.grad`, and nothing in the loop "
-                    "clears them: each `{}` applies the sum of every gradient computed so far",
-                    code_snippet(m, backward.node, 40), code_snippet(m, step.node, 40)));
-    d.help = fmt::format("call `{}.zero_grad()` once per iteration, before the backward pass", opt);
+        fmt::format(fmt::runtime(messages::TL010::accumulates), fmt::arg("backward", code_snippet(m, backward.node, 40)),
+                    fmt::arg("step", code_snippet(m, step.node, 40))));
+    d.help = fmt::format(fmt::runtime(messages::TL010::help), fmt::arg("clear", opt + ".zero_grad()"));
     std::vector<Edit> edits = insert_first(m, loop, opt + ".zero_grad()");
     if (!edits.empty())
       d.fix = Fix{fmt::format("Insert `{}.zero_grad()` at the start of the loop body", opt), FixSafety::Unsafe,

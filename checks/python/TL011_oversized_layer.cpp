@@ -25,6 +25,7 @@
 #include "checks/python/check.h"
 #include "core/project_index.h"
 #include "checks/size_format.h"
+#include "rule_messages.h"
 #include "python/fold.h"
 
 namespace torchleak::python {
@@ -101,13 +102,13 @@ class OversizedLayer final : public Check {
       std::string args;
       for (const std::string& a : e->shown) args += (args.empty() ? "" : ", ") + a;
       Diagnostic d = ctx.diagnostic(
-          c.node, fmt::format("{}({}): {}, {} of fp32 weights, {} with gradients and Adam state",
-                              code_snippet(m.text(c.func)), args, size_format::parameter_count(e->parameters),
-                              size_format::bytes(fp32), size_format::bytes(training)));
-      d.help = fmt::format(
-          "above {} (half of device-memory, or oversized-layer-threshold): factorize it (a low-rank "
-          "bottleneck, a smaller vocabulary, sparse or hashed embeddings) or shard it across devices",
-          size_format::bytes(ctx.config().oversized_layer_bytes));
+          c.node, fmt::format(fmt::runtime(messages::TL011::oversized),
+                              fmt::arg("layer", fmt::format("{}({})", code_snippet(m.text(c.func)), args)),
+                              fmt::arg("parameters", size_format::parameter_count(e->parameters)),
+                              fmt::arg("weights", size_format::bytes(fp32)),
+                              fmt::arg("training", size_format::bytes(training))));
+      d.help = fmt::format(fmt::runtime(messages::TL011::help),
+                           fmt::arg("threshold", size_format::bytes(ctx.config().oversized_layer_bytes)));
       // Gradients and Adam's state exist only for a layer something trains.
       // Too large in its weights alone, it is a finding whatever the use.
       if (fp32 > threshold) {

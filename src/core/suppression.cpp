@@ -1,5 +1,7 @@
 #include "core/suppression.h"
 
+#include "rule_messages.h"
+
 #include <fmt/format.h>
 #include <fnmatch.h>
 
@@ -485,11 +487,12 @@ Diagnostic FileSuppressions::unused_diagnostic(const RuleInfo& unused_rule, cons
   std::vector<std::string> names;
   for (size_t i : unused_codes) names.push_back(d.codes[i].text);
   if (d.codes.empty()) {
-    diag.message = fmt::format("Unused `{}` directive: it silences nothing", name);
+    diag.message = fmt::format(fmt::runtime(messages::TL100::silences_nothing), fmt::arg("directive", name));
   } else {
     std::string list;
     for (const auto& n : names) list += fmt::format("{}`{}`", list.empty() ? "" : ", ", n);
-    diag.message = fmt::format("Unused `{}` directive (unused: {})", name, list);
+    diag.message =
+        fmt::format(fmt::runtime(messages::TL100::unused_codes), fmt::arg("directive", name), fmt::arg("codes", list));
   }
   Fix fix;
   fix.safety = FixSafety::Safe;

@@ -162,7 +162,7 @@ PY
 tl check --select TL005 --output-format concise --quiet wrap
 expect_rc 1
 expect_out <<'TXT'
-wrap/model.py:18:21: TL005 `pad_packed_sequence` without `total_length` in `Tagger.forward`, and `Tagger` is wrapped in `nn.DataParallel` at wrap/run.ipynb:cell 2:6: each replica pads its slice of the batch to that slice's longest sequence, so the outputs DataParallel gathers disagree in length
+wrap/model.py:18:21: TL005 `pad_packed_sequence` without `total_length` in `Tagger.forward`, and `Tagger` is replicated by `nn.DataParallel` at wrap/run.ipynb:cell 2:6: each replica pads its slice of the batch to that slice's longest sequence, so the outputs gathered from the replicas disagree in length
 TXT
 
 rm nb/one_string.ipynb

@@ -33,6 +33,23 @@ TEST(CatalogueMessages, SlotsAreNamed) {
             "`t` accumulates `v` with its autograd graph, keeping every iteration's graph alive");
 }
 
+// A rule with a Python and a C++ form says the same thing in both: its
+// messages come from the catalogue, not from two checks' string literals.
+TEST(CatalogueMessages, EveryRuleOfBothLanguagesHasItsTemplates) {
+  size_t both = 0;
+  for (const RuleInfo& r : Catalogue::builtin().rules()) {
+    bool python = false, cpp = false;
+    for (const std::string& l : r.languages) {
+      python = python || l == "python";
+      cpp = cpp || l == "cpp";
+    }
+    if (!python || !cpp) continue;
+    ++both;
+    EXPECT_FALSE(r.messages.empty()) << r.id << " runs in both languages and has no [messages] table";
+  }
+  EXPECT_EQ(both, 13u);  // every rule but TL004, which has no C++ form
+}
+
 Catalogue parse_one(const std::string& messages) {
   return Catalogue::parse({{"TL900-x.toml", R"(id = "TL900"
 name = "x"

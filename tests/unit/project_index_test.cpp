@@ -166,9 +166,9 @@ TEST(CrossFileResolution, DataParallelWrapInAnotherFileNamesTheWrap) {
   EXPECT_EQ(d.start.line, 16u);
   EXPECT_EQ(d.start.column, 20u);
   EXPECT_EQ(d.message,
-            "`pad_packed_sequence` without `total_length` in `Tagger.forward`, and `Tagger` is wrapped in "
+            "`pad_packed_sequence` without `total_length` in `Tagger.forward`, and `Tagger` is replicated by "
             "`nn.DataParallel` at proj/train.py:8: each replica pads its slice of the batch to that slice's "
-            "longest sequence, so the outputs DataParallel gathers disagree in length");
+            "longest sequence, so the outputs gathered from the replicas disagree in length");
   ASSERT_TRUE(d.fix.has_value());
   EXPECT_EQ(d.fix->safety, FixSafety::Unsafe);
   int applied = 0;
