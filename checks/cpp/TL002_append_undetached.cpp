@@ -1,7 +1,14 @@
 // TL002 append-undetached: `losses.push_back(loss)` (emplace_back, insert)
 // into a container that outlives the loop iteration, or `acc =
-// torch::cat({acc, out})`, where the value carries autograd history.
+// torch::cat({acc, out})`, or a write into a tensor that outlives the loop
+// (`history[step] = loss`, `history.narrow(0, i, n).copy_(out)`,
+// `history.index_put_({i}, loss)`, `index_copy_`), where the value carries
+// autograd history. A write into a preallocated tensor chains every
+// iteration's graph to the buffer's history, as a growing list keeps them.
 #include <fmt/format.h>
+
+#include <set>
+#include <string>
 
 #include "cpp/check.h"
 #include "checks/cpp/fixes.h"
@@ -23,12 +30,26 @@ class AppendUndetached final : public Check {
                           .bind("append"),
                       callback);
     finder.addMatcher(cxxOperatorCallExpr(hasOverloadedOperatorName("=")).bind("assign"), callback);
+    finder.addMatcher(
+        cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("copy_", "index_put_", "index_copy_")))).bind("write"),
+        callback);
   }
 
   void run(const MatchFinder::MatchResult& result, const Options& options, Sink& sink) const override {
     Semantics sem(*result.Context, options);
     if (auto* call = result.Nodes.getNodeAs<CXXMemberCallExpr>("append")) return appended(sem, result, call, sink);
-    if (auto* op = result.Nodes.getNodeAs<CXXOperatorCallExpr>("assign")) return concatenated(sem, result, op, sink);
+    if (auto* op = result.Nodes.getNodeAs<CXXOperatorCallExpr>("assign")) {
+      if (op->getNumArgs() == 2 && view_base(op->getArg(0)) != strip(op->getArg(0)))
+        return written(sem, result, op, op->getArg(0), op->getArg(1), sink);  // `history[step] = loss`
+      return concatenated(sem, result, op, sink);
+    }
+    if (auto* call = result.Nodes.getNodeAs<CXXMemberCallExpr>("write")) {
+      // copy_(src), index_put_(indices, values), index_copy_(dim, index, source)
+      std::string method = call->getMethodDecl()->getIdentifier() ? call->getMethodDecl()->getName().str() : "";
+      unsigned position = method == "copy_" ? 0 : method == "index_put_" ? 1 : 2;
+      if (call->getNumArgs() <= position) return;
+      return written(sem, result, call, call->getImplicitObjectArgument(), call->getArg(position), sink);
+    }
   }
 
  private:
@@ -80,6 +101,48 @@ class AppendUndetached final : public Check {
     std::string name = sem.text(op->getArg(0)), text = sem.text(value);
     Finding f;
     f.range = op->getSourceRange();
+    f.message = fmt::format(fmt::runtime(messages::TL002::stores), fmt::arg("container", name), fmt::arg("value", text));
+    finish(f, value, text, result);
+    sink.report(result, std::move(f));
+  }
+
+  // The tensor a view of which `e` is: `history` in `history[i]`,
+  // `history.narrow(0, i, n)`, `history.select(0, i).view({-1})`; `e` itself
+  // (stripped) when it is no view.
+  static const Expr* view_base(const Expr* e) {
+    e = strip(e);
+    for (int depth = 0; e && depth < 8; ++depth) {
+      if (auto* op = dyn_cast<CXXOperatorCallExpr>(e); op && op->getOperator() == OO_Subscript && op->getNumArgs() == 2 &&
+                                                      is_tensor_type(op->getArg(0)->getType())) {
+        e = strip(op->getArg(0));
+        continue;
+      }
+      auto* call = dyn_cast<CXXMemberCallExpr>(e);
+      const CXXMethodDecl* method = call ? call->getMethodDecl() : nullptr;
+      if (!method || !method->getIdentifier() || !call->getImplicitObjectArgument() ||
+          !is_tensor_type(call->getImplicitObjectArgument()->getType()))
+        break;
+      static const std::set<std::string> kViews = {"narrow", "select", "slice", "index", "view", "squeeze",
+                                                   "unsqueeze", "t", "transpose", "diagonal", "expand", "as_strided"};
+      if (!kViews.count(method->getName().str())) break;
+      e = strip(call->getImplicitObjectArgument());
+    }
+    return e;
+  }
+
+  // `target` (a tensor, or a view of one) receives `value`'s elements in
+  // place: a tensor of the enclosing scope that the loop keeps writing into.
+  static void written(const Semantics& sem, const MatchFinder::MatchResult& result, const Expr* at,
+                      const Expr* target, const Expr* value, Sink& sink) {
+    if (!target || !value || !is_tensor_type(target->getType()) || !is_tensor_type(strip(value)->getType())) return;
+    const Expr* base = view_base(target);
+    const ValueDecl* buffer = named_decl(base);
+    if (!buffer || !is_tensor_type(buffer->getType())) return;
+    if (sem.provenance(value) != Provenance::Attached) return;
+    if (!kept_across_iterations(sem, buffer, at)) return;
+    std::string name = sem.text(base), text = sem.text(value);
+    Finding f;
+    f.range = at->getSourceRange();
     f.message = fmt::format(fmt::runtime(messages::TL002::stores), fmt::arg("container", name), fmt::arg("value", text));
     finish(f, value, text, result);
     sink.report(result, std::move(f));

@@ -50,7 +50,10 @@ class AppendUndetached final : public Check {
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     std::vector<Store> stores;
-    for (const Call& c : m.calls()) add_call_store(m, c, stores);
+    for (const Call& c : m.calls()) {
+      add_call_store(m, c, stores);
+      add_write_store(m, c, stores);
+    }
     for (const Binding& b : m.bindings()) add_binding_store(m, b, stores);
     std::vector<signed char> per_step(m.functions().size(), -1);  // runs_per_step, asked once per function
     for (const Store& s : stores) {
@@ -108,6 +111,36 @@ class AppendUndetached final : public Check {
     std::string name = m.qualify(container);
     if (name.empty() || (c.loop < 0 && !may_store_per_step(m, c.function, name))) return;
     out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop, false});
+  }
+
+  // An in-place write into a tensor, or a view of one: `buf[i].copy_(v)`,
+  // `buf.narrow(0, i, n).copy_(v)`, `buf.index_put_((i,), v)`,
+  // `buf.index_copy_(0, idx, v)`. Under autograd the write records a copy
+  // and chains `v`'s graph to the buffer's history.
+  static void add_write_store(const Model& m, const Call& c, std::vector<Store>& out) {
+    if (is_null(c.receiver)) return;
+    uint32_t position = c.method == "copy_" ? 0 : c.method == "index_put_" ? 1 : c.method == "index_copy_" ? 2 : 99;
+    if (position == 99 || m.positional_count(c) < position + 1) return;
+    TSNode value = m.positional_argument(c, position);
+    TSNode container = unparenthesize(c.receiver);
+    for (int depth = 0; depth < 8; ++depth) {
+      if (kind_of(container) == Kind::Subscript) {
+        container = unparenthesize(field(container, "value"));
+        continue;
+      }
+      if (kind_of(container) != Kind::Call) break;
+      TSNode func = unparenthesize(field(container, "function"));
+      if (kind_of(func) != Kind::Attribute) break;
+      static constexpr std::array<std::string_view, 11> kViews = {
+          "narrow", "select", "view", "view_as", "squeeze", "unsqueeze", "t", "transpose", "diagonal", "expand",
+          "as_strided"};
+      std::string_view attr = m.text(field(func, "attribute"));
+      if (std::find(kViews.begin(), kViews.end(), attr) == kViews.end()) break;
+      container = unparenthesize(field(func, "object"));
+    }
+    std::string name = m.qualify(container);
+    if (name.empty() || (c.loop < 0 && !may_store_per_step(m, c.function, name))) return;
+    out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop, true});
   }
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
