@@ -18,6 +18,30 @@ namespace {
 
 constexpr int kMaxDepth = 8;
 
+// The index of the argument `call` passes for `fn`'s first parameter: 1 when
+// argument 0 is the object (a member operator, a lambda's or a
+// std::function's operator()), else 0.
+unsigned first_argument(const CallExpr* call, const FunctionDecl* fn) {
+  auto* op = dyn_cast<CXXOperatorCallExpr>(call);
+  return op && (isa<CXXMethodDecl>(fn) || op->getOperator() == OO_Call) ? 1 : 0;
+}
+
+// The matches of `matcher` in the declarations written in the main file
+// (not in the headers it includes).
+template <typename Matcher>
+std::vector<clang::ast_matchers::BoundNodes> match_in_main_file(const Matcher& matcher, ASTContext& ctx) {
+  std::vector<clang::ast_matchers::BoundNodes> out;
+  const SourceManager& sm = ctx.getSourceManager();
+  for (Decl* d : ctx.getTranslationUnitDecl()->decls()) {
+    if (!sm.isWrittenInMainFile(sm.getExpansionLoc(d->getBeginLoc()))) continue;
+    auto found = clang::ast_matchers::match(clang::ast_matchers::decl(clang::ast_matchers::forEachDescendant(matcher)),
+                                            *d, ctx);
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+
 bool name_listed(const CXXRecordDecl* r, const std::vector<std::string>& names) {
   if (!r || names.empty()) return false;
   std::string qualified = r->getQualifiedNameAsString();
@@ -304,14 +328,78 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
   return nullptr;
 }
 
-const FunctionDecl* Semantics::program_function(const CallExpr* call) const {
-  const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
+const FunctionDecl* Semantics::program_definition(const FunctionDecl* callee) const {
   const FunctionDecl* definition = nullptr;
   if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition) return nullptr;
   if (in_torch_namespace(definition) || definition->isInStdNamespace() ||
       sources().isInSystemHeader(definition->getLocation()))
     return nullptr;
   return definition;
+}
+
+const FunctionDecl* Semantics::program_function(const CallExpr* call) const {
+  if (!call) return nullptr;
+  if (const FunctionDecl* definition = program_definition(call->getDirectCallee())) return definition;
+  // `callback(batch)` on a std::function (its operator() is the standard
+  // library's), or through a function pointer (no direct callee).
+  const FunctionDecl* callee = call->getDirectCallee();
+  if (auto* op = dyn_cast<CXXOperatorCallExpr>(call); op && op->getOperator() == OO_Call && op->getNumArgs() >= 1) {
+    if (auto* method = dyn_cast_or_null<CXXMethodDecl>(callee); method && method->getParent()->isInStdNamespace())
+      return held_callable(op->getArg(0), 0);
+    return nullptr;
+  }
+  if (!callee && !isa<CXXMemberCallExpr>(call)) return held_callable(call->getCallee(), 0);
+  return nullptr;
+}
+
+const FunctionDecl* Semantics::held_callable(const Expr* e, int depth) const {
+  if (!e || depth > 4) return nullptr;
+  e = strip(e);
+  // std::function's converting constructor, `&train_step`.
+  while (true) {
+    if (auto* k = dyn_cast<CXXConstructExpr>(e); k && k->getNumArgs() == 1) e = strip(k->getArg(0));
+    else if (auto* u = dyn_cast<UnaryOperator>(e); u && u->getOpcode() == UO_AddrOf) e = strip(u->getSubExpr());
+    else break;
+  }
+  if (auto* l = dyn_cast<LambdaExpr>(e)) return program_definition(l->getCallOperator());
+  auto* ref = dyn_cast<DeclRefExpr>(e);
+  if (!ref) return nullptr;
+  if (auto* fn = dyn_cast<FunctionDecl>(ref->getDecl())) return program_definition(fn);
+  if (auto* p = dyn_cast<ParmVarDecl>(ref->getDecl())) {
+    auto* fn = dyn_cast<FunctionDecl>(p->getDeclContext());
+    if (!fn) return nullptr;
+    auto argument = [&](const CallExpr* call) -> const Expr* {
+      unsigned at = p->getFunctionScopeIndex() + first_argument(call, fn);
+      return at < call->getNumArgs() ? call->getArg(at) : nullptr;
+    };
+    // Bound at a followed call: the argument, read in the caller's frame.
+    for (size_t i = frames_.size(); i-- > 0;) {
+      if (frames_[i].function != fn) continue;
+      std::vector<Frame> inner(frames_.begin() + static_cast<std::ptrdiff_t>(i), frames_.end());
+      frames_.resize(i);
+      const FunctionDecl* held = held_callable(argument(inner.front().call), depth + 1);
+      frames_.insert(frames_.end(), inner.begin(), inner.end());
+      return held;
+    }
+    // Else what the file's callers pass, when they all pass the same one.
+    const FunctionDecl* held = nullptr;
+    for (const auto& node : match_in_main_file(clang::ast_matchers::callExpr().bind("call"), ctx_)) {
+      auto* call = node.getNodeAs<CallExpr>("call");
+      const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
+      if (!callee || callee->getCanonicalDecl() != fn->getCanonicalDecl()) continue;
+      const FunctionDecl* passed = held_callable(argument(call), depth + 1);
+      if (!passed || (held && held != passed)) return nullptr;
+      held = passed;
+    }
+    return held;
+  }
+  // A local variable: what it was initialized with, if it is never assigned.
+  auto* v = dyn_cast<VarDecl>(ref->getDecl());
+  if (!v || !v->isLocalVarDecl() || !v->getInit()) return nullptr;
+  if (const Stmt* body = enclosing_body(ref))
+    for (const Definition& def : definitions(v, body))
+      if (def.op != "init") return nullptr;
+  return held_callable(v->getInit(), depth + 1);
 }
 
 bool Semantics::is_batch_loop(const Stmt* loop) const {
@@ -671,7 +759,7 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
         if (frame.function != p->getDeclContext()) continue;
         unsigned index = p->getFunctionScopeIndex();
         // `f(x)` through operator() (a lambda, a functor): argument 0 is the object.
-        if (isa<CXXOperatorCallExpr>(frame.call) && isa<CXXMethodDecl>(frame.function)) ++index;
+        index += first_argument(frame.call, frame.function);
         if (index >= frame.call->getNumArgs()) return Provenance::Unknown;
         std::vector<Frame> inner(frames_.begin() + static_cast<std::ptrdiff_t>(i), frames_.end());
         frames_.resize(i);
@@ -877,22 +965,6 @@ Device Semantics::device_named(const Expr* e, int depth) const {
   return Device::Unknown;
 }
 
-namespace {
-// The matches of `matcher` in the declarations written in the main file
-// (not in the headers it includes).
-template <typename Matcher>
-std::vector<clang::ast_matchers::BoundNodes> match_in_main_file(const Matcher& matcher, ASTContext& ctx) {
-  std::vector<clang::ast_matchers::BoundNodes> out;
-  const SourceManager& sm = ctx.getSourceManager();
-  for (Decl* d : ctx.getTranslationUnitDecl()->decls()) {
-    if (!sm.isWrittenInMainFile(sm.getExpansionLoc(d->getBeginLoc()))) continue;
-    auto found = clang::ast_matchers::match(clang::ast_matchers::decl(clang::ast_matchers::forEachDescendant(matcher)),
-                                            *d, ctx);
-    out.insert(out.end(), found.begin(), found.end());
-  }
-  return out;
-}
-}  // namespace
 
 // The variable a module expression names, through `modules[i]`.
 const ValueDecl* module_variable(const Expr* e) {
@@ -964,7 +1036,7 @@ Device Semantics::module_device(const ValueDecl* module, int depth) const {
     auto* call = node.getNodeAs<CallExpr>("call");
     const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
     if (!callee || callee->getCanonicalDecl() != fn->getCanonicalDecl()) continue;
-    unsigned at = index + (isa<CXXOperatorCallExpr>(call) && isa<CXXMethodDecl>(callee) ? 1 : 0);
+    unsigned at = index + first_argument(call, callee);
     if (at >= call->getNumArgs()) continue;
     Device d = module_device(named_decl(strip(call->getArg(at))), depth + 1);
     if (d == Device::Unknown) continue;

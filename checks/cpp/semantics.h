@@ -72,6 +72,11 @@ class Semantics {
   // The definition a call reaches when it is the program's own function or
   // lambda (not torch's, the standard library's or another system
   // header's), or null: where values, steps and module runs are followed.
+  // A call through a callable object or pointer (a `std::function` callback,
+  // a function pointer, a lambda kept in a variable or passed as an
+  // argument) reaches the one lambda or function it holds: its initializer,
+  // the argument bound at a followed call, or what every caller of the file
+  // passes for that parameter.
   const clang::FunctionDecl* program_function(const clang::CallExpr* call) const;
   // Whether `loop` is a step loop: it iterates a LibTorch data loader
   // (torch::data::DataLoaderBase) or steps an optimizer, itself, in a loop
@@ -188,6 +193,10 @@ class Semantics {
     const clang::CallExpr* call;
   };
   mutable std::vector<Frame> frames_;
+  // The program's function or lambda a callable expression holds, or null
+  // when it is none or not one only (see program_function).
+  const clang::FunctionDecl* held_callable(const clang::Expr* e, int depth) const;
+  const clang::FunctionDecl* program_definition(const clang::FunctionDecl* callee) const;
   const clang::Stmt* parent_stmt(const clang::Stmt* s, const clang::Decl** decl_parent = nullptr) const;
 
   clang::ASTContext& ctx_;
