@@ -169,24 +169,8 @@ class AppendUndetached final : public Check {
       if (sem.outlives_iteration(container, l) && sem.is_data_loop(l)) loop = l;
     if (!loop) return false;
     if (sem.grad_state(at) != GradState::Enabled) return false;
-    if (emptied_in_loop(sem, container, loop, at)) return false;
+    if (sem.emptied_in(container, loop, at)) return false;
     return !sem.feeds_backward(container, sem.enclosing_body(at));
-  }
-
-  static bool emptied_in_loop(const Semantics& sem, const ValueDecl* container, const Stmt* loop, const Expr* at) {
-    for (const auto& def : sem.definitions(container, loop))
-      if (def.statement != at && (def.op == "=" || def.op == "init") && !Semantics::mentions(def.value, container))
-        return true;
-    // container.clear() / erase / pop_back in the loop.
-    using namespace clang::ast_matchers;
-    auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("clear", "pop_back", "pop_front",
-                                                                                  "erase", "swap"))))
-                                   .bind("c")),
-                       *loop, sem.context());
-    for (const auto& node : calls)
-      if (auto* c = node.getNodeAs<CXXMemberCallExpr>("c"); c && named_decl(c->getImplicitObjectArgument()) == container)
-        return true;
-    return false;
   }
 
   static void finish(Finding& f, const Expr* value, const std::string& text,

@@ -44,7 +44,7 @@ class DeviceTensorsCollected final : public Check {
     const Stmt* data_loop = nullptr;
     for (const Stmt* l = sem.enclosing_loop(store); l && !data_loop; l = sem.enclosing_loop(l))
       if (sem.outlives_iteration(kept, l) && sem.is_data_loop(l)) data_loop = l;
-    if (!data_loop || emptied_in(sem, kept, data_loop)) return;
+    if (!data_loop || sem.emptied_in(kept, data_loop)) return;
     // Without history: TL002 covers values that keep their graph.
     if (sem.grad_state(store) != GradState::Disabled && sem.provenance(value) != Provenance::Detached) return;
     if (sem.device(value) != Device::Accelerator) return;
@@ -78,20 +78,6 @@ class DeviceTensorsCollected final : public Check {
     for (const Expr* arg : m->arguments())
       if (!isa<CXXDefaultArgExpr>(arg)) return false;
     return true;
-  }
-
-  // `outputs.clear()`, `outputs = {}` or a swap inside the loop.
-  static bool emptied_in(const Semantics& sem, const ValueDecl* kept, const Stmt* loop) {
-    for (const auto& node :
-         match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("clear", "pop_back", "erase", "swap",
-                                                                          "resize"))))
-                           .bind("m")),
-               *loop, sem.context()))
-      if (auto* m = node.getNodeAs<CXXMemberCallExpr>("m"); m && named_decl(m->getImplicitObjectArgument()) == kept)
-        return true;
-    for (const auto& def : sem.definitions(kept, loop))
-      if (def.op == "=") return true;
-    return false;
   }
 };
 

@@ -328,6 +328,21 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
   return nullptr;
 }
 
+bool Semantics::emptied_in(const ValueDecl* container, const Stmt* loop, const Stmt* except) const {
+  for (const auto& def : definitions(container, loop))
+    if (def.statement != except && (def.op == "=" || def.op == "init") && !mentions(def.value, container))
+      return true;
+  using namespace clang::ast_matchers;
+  auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("clear", "pop_back", "pop_front",
+                                                                                "erase", "swap", "resize"))))
+                                 .bind("c")),
+                     *loop, ctx_);
+  for (const auto& node : calls)
+    if (auto* c = node.getNodeAs<CXXMemberCallExpr>("c"); c && named_decl(c->getImplicitObjectArgument()) == container)
+      return true;
+  return false;
+}
+
 const FunctionDecl* Semantics::program_definition(const FunctionDecl* callee) const {
   const FunctionDecl* definition = nullptr;
   if (!callee || in_torch_namespace(callee) || !callee->hasBody(definition) || !definition) return nullptr;

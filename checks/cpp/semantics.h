@@ -105,6 +105,12 @@ class Semantics {
   // variable of an enclosing scope, a field, a global, a parameter) or in the
   // init statement of a for loop.
   bool outlives_iteration(const clang::ValueDecl* d, const clang::Stmt* loop) const;
+  // Whether `loop` starts `container` afresh: clear(), pop_back(), pop_front(),
+  // erase(), swap() or resize() on it, or an assignment (other than
+  // `except`) of a value that does not read it (`acc = torch::cat({acc, x})`
+  // keeps growing; `losses = {}` empties).
+  bool emptied_in(const clang::ValueDecl* container, const clang::Stmt* loop,
+                  const clang::Stmt* except = nullptr) const;
 
   // --- autograd ----------------------------------------------------------------
   // Whether autograd records at `s`: NoGradGuard, InferenceMode and
