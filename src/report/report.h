@@ -39,8 +39,8 @@ std::string render_pylint(const RunResult& result, const Options& options);
 std::string render_azure(const RunResult& result, const Options& options);
 std::string render_junit(const RunResult& result, const Options& options);
 
-// The text report's closing summary: "Found 2 problems in 1 file (1 file
-// analyzed in 0.01 s); 1 fixable with --fix".
+// The text report's closing summary: "Found 3 problems in 1 file (1 file
+// analyzed in 0.01 s); 1 fixable with --fix; 2 more with --fix --unsafe-fixes".
 std::string summary_line(const RunResult& result);
 
 // Whether --fix (without --unsafe-fixes) fixes the finding.

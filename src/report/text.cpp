@@ -108,6 +108,10 @@ std::string summary_line(const RunResult& result) {
                                       plural(files.size(), "file"), tail);
   size_t fixes = static_cast<size_t>(std::count_if(result.diagnostics.begin(), result.diagnostics.end(), fixable));
   if (fixes) out += fmt::format("; {} fixable with --fix", fixes);
+  // Fixes marked unsafe are hidden from --fix: say they exist, as ruff does.
+  size_t hidden = static_cast<size_t>(std::count_if(result.diagnostics.begin(), result.diagnostics.end(),
+                                                    [](const Diagnostic& d) { return d.fix && !d.fix->edits.empty() && !fixable(d); }));
+  if (hidden) out += fmt::format("; {} {} with --fix --unsafe-fixes", hidden, fixes ? "more" : "fixable");
   if (!result.errors.empty())
     out += fmt::format("; {} could not be analyzed", plural(result.errors.size(), "path"));
   return out + "\n";

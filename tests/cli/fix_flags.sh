@@ -54,7 +54,7 @@ TL006_TEXT='eval.py:8:15: warning: `model` runs in an evaluation loop after `mod
       |               ^^^^^^^^
       = help: wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate the function with `@torch.no_grad()`
 
-Found 1 problem in 1 file (1 file analyzed in N s)'
+Found 1 problem in 1 file (1 file analyzed in N s); 1 fixable with --fix --unsafe-fixes'
 
 case_ "--diff prints the safe fixes and writes nothing"
 write_eval eval.py

@@ -52,7 +52,7 @@ compare "findings" "$(rules)" <<'TXT'
 TL005 tagger/model.py:18
 TXT
 compare "summary" "$(tail -n 1 <<<"$OUT")" <<'TXT'
-Found 1 problem in 1 file (1 file analyzed with 1 other file of the project in N s)
+Found 1 problem in 1 file (1 file analyzed with 1 other file of the project in N s); 1 fixable with --fix --unsafe-fixes
 TXT
 
 case_ "--project-root names the project"

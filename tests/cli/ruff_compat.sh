@@ -25,7 +25,7 @@ expect_rc 1
 expect_err </dev/null
 expect_out <<'TXT'
 proj/eval.py:8:24: TL006 `model` runs in an evaluation loop after `model.eval()` with autograd enabled: every forward pass records a graph and keeps its activations alive, and nothing calls backward() to free them
-Found 1 problem in 1 file (2 files analyzed in N s)
+Found 1 problem in 1 file (2 files analyzed in N s); 1 fixable with --fix --unsafe-fixes
 TXT
 
 case_ "concise marks the findings --fix fixes with [*]; the summary counts them"
@@ -46,7 +46,7 @@ proj/eval.py:
 proj/train.py:
   14:13 TL001 [*] `total_loss` accumulates `loss` with its autograd graph, keeping every iteration's graph alive
 
-Found 2 problems in 2 files (2 files analyzed in N s); 1 fixable with --fix
+Found 2 problems in 2 files (2 files analyzed in N s); 1 fixable with --fix; 1 more with --fix --unsafe-fixes
 TXT
 
 case_ "pylint, with -e (exit 0) and -q"
