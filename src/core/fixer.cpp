@@ -228,6 +228,44 @@ FixReport fix(const RunOptions& options, const FixOptions& fix_options) {
   return report;
 }
 
+std::optional<Edit> suppression_edit(std::string_view program, size_t at, const std::set<std::string>& rule_ids,
+                                     bool cpp, std::string* why_not) {
+  // The line, without its terminator and trailing blanks.
+  std::string_view whole = line_containing(program, at);
+  size_t begin = static_cast<size_t>(whole.data() - program.data());
+  size_t end = begin + whole.size();
+  size_t text_end = end;
+  while (text_end > begin && (program[text_end - 1] == ' ' || program[text_end - 1] == '\t')) --text_end;
+  std::string_view text(program.data() + begin, text_end - begin);
+  if (!text.empty() && text.back() == '\\') {
+    if (why_not) *why_not = "continued with a backslash";
+    return std::nullopt;
+  }
+  // C++: the names clang-tidy's module registers, which clang-tidy honours too.
+  std::string list;
+  for (const auto& id : rule_ids) {
+    const RuleInfo* rule = cpp ? Catalogue::builtin().find(id) : nullptr;
+    list += (list.empty() ? "" : cpp ? "," : ", ") + (cpp ? "torchleak-" + (rule ? rule->name : id) : id);
+  }
+  // A `# noqa: A, B` that ends the line, after every quote: extend it.
+  size_t hash = cpp ? std::string_view::npos : text.rfind('#');
+  std::string_view tail = hash == std::string_view::npos ? std::string_view() : text.substr(hash);
+  size_t last_quote = text.find_last_of("\"'");
+  if (!tail.empty() && (last_quote == std::string_view::npos || last_quote < hash)) {
+    std::string_view t = tail.substr(1);
+    while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
+    if (t.size() > 5 && (t.substr(0, 5) == "noqa:" || t.substr(0, 5) == "NOQA:")) {
+      std::string_view codes_text = t.substr(5);
+      if (std::all_of(codes_text.begin(), codes_text.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == ',' || c == ' ';
+          }))
+        return Edit{static_cast<uint32_t>(text_end), static_cast<uint32_t>(text_end), ", " + list};
+    }
+  }
+  return Edit{static_cast<uint32_t>(text_end), static_cast<uint32_t>(end),
+              cpp ? "  // NOLINT(" + list + ")" : "  # noqa: " + list};
+}
+
 NoqaReport add_noqa(const RunOptions& options, bool write) {
   NoqaReport report;
   report.result = run(options);
@@ -243,39 +281,10 @@ NoqaReport add_noqa(const RunOptions& options, bool write) {
     for (const auto& [line, diags] : lines) {
       std::set<std::string> codes;
       for (const Diagnostic* d : diags) codes.insert(d->rule_id);
-      // The finding's line in the program, without its terminator.
-      std::string_view whole = line_containing(program, diags.front()->start_byte);
-      size_t begin = static_cast<size_t>(whole.data() - program.data());
-      size_t end = begin + whole.size();
-      size_t text_end = end;
-      while (text_end > begin && (program[text_end - 1] == ' ' || program[text_end - 1] == '\t')) --text_end;
-      std::string_view text(program.data() + begin, text_end - begin);
-      if (!text.empty() && text.back() == '\\') {
-        report.skipped.push_back({path, fmt::format("line {}: continued with a backslash; no noqa added", line)});
-        continue;
-      }
-      std::string list;
-      for (const auto& c : codes) list += (list.empty() ? "" : cpp ? "," : ", ") + (cpp ? "torchleak-" + c : c);
-      // A `# noqa: A, B` that ends the line, after every quote: extend it.
-      size_t hash = cpp ? std::string_view::npos : text.rfind('#');
-      std::string_view tail = hash == std::string_view::npos ? std::string_view() : text.substr(hash);
-      bool extend = false;
-      size_t last_quote = text.find_last_of("\"'");
-      if (!tail.empty() && (last_quote == std::string_view::npos || last_quote < hash)) {
-        std::string_view t = tail.substr(1);
-        while (!t.empty() && t.front() == ' ') t.remove_prefix(1);
-        if (t.size() > 5 && (t.substr(0, 5) == "noqa:" || t.substr(0, 5) == "NOQA:")) {
-          std::string_view codes_text = t.substr(5);
-          extend = std::all_of(codes_text.begin(), codes_text.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || c == ',' || c == ' ';
-          });
-        }
-      }
-      if (extend)
-        edits.push_back({static_cast<uint32_t>(text_end), static_cast<uint32_t>(text_end), ", " + list});
-      else
-        edits.push_back({static_cast<uint32_t>(text_end), static_cast<uint32_t>(end),
-                         cpp ? "  // NOLINT(" + list + ")" : "  # noqa: " + list});
+      std::string why_not;
+      std::optional<Edit> e = suppression_edit(program, diags.front()->start_byte, codes, cpp, &why_not);
+      if (e) edits.push_back(std::move(*e));
+      else report.skipped.push_back({path, fmt::format("line {}: {}; no noqa added", line, why_not)});
     }
     if (edits.empty()) continue;
     std::string next = apply_edits(program, edits, nullptr);

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,9 +54,19 @@ struct NoqaReport {
   RunResult result;                // the findings directives were added for
 };
 
+// The edit that silences `rule_ids` on the line of `program` holding byte
+// `at`: `  # noqa: A, B` (Python and notebooks' programs), extending a
+// `# noqa: ...` list that ends the line, or `  // NOLINT(torchleak-<name>)`
+// in C++ (the check names clang-tidy's module registers, so clang-tidy
+// honours it too). Trailing blanks are replaced. Nullopt, with the reason in
+// `why_not`, for a line continued with a backslash. --add-noqa and the
+// language server's "Suppress" action both write it.
+std::optional<Edit> suppression_edit(std::string_view program, size_t at, const std::set<std::string>& rule_ids,
+                                     bool cpp, std::string* why_not = nullptr);
+
 // --add-noqa: adds a suppression naming the rule to the line of every finding
-// (`# noqa: TL001` in Python and notebooks, `// NOLINT(torchleak-TL001)` in
-// C++), extending a `# noqa: ...` list that ends the line; the text re-parsed
+// (`# noqa: TL001` in Python and notebooks, `// NOLINT(torchleak-accumulate-undetached)`
+// in C++), extending a `# noqa: ...` list that ends the line; the text re-parsed
 // before it is written, atomically when `write`. A second run finds nothing
 // to add.
 NoqaReport add_noqa(const RunOptions& options, bool write = true);

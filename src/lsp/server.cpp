@@ -18,6 +18,7 @@
 #include "core/config_file.h"
 #include "core/discovery.h"
 #include "core/engine.h"
+#include "core/fixer.h"
 #include "core/notebook.h"
 #include "version.h"
 
@@ -627,24 +628,12 @@ json Server::code_actions(const json& params) {
                          {"isPreferred", d.fix->safety == FixSafety::Safe},
                          {"edit", {{"changes", {{uri, edits}}}}}});
     }
-    // Suppress on this line: extend an existing noqa list, or add one.
-    const std::string& text = doc.text();
-    std::string_view line_view = line_containing(text, d.start_byte);
-    size_t line_end = static_cast<size_t>(line_view.data() - text.data()) + line_view.size();
-    std::string line(line_view);
-    std::string comment_mark = python ? "# noqa:" : "// NOLINT(";
-    size_t existing = line.find(comment_mark);
-    json edit;
-    if (python && existing != std::string::npos) {
-      edit = {{"range", {{"start", doc.position_of(line_end)}, {"end", doc.position_of(line_end)}}},
-              {"newText", ", " + d.rule_id}};
-    } else {
-      const RuleInfo* rule = Catalogue::builtin().find(d.rule_id);
-      std::string comment = python ? "  # noqa: " + d.rule_id
-                                   : "  // NOLINT(torchleak-" + (rule ? rule->name : d.rule_id) + ")";
-      edit = {{"range", {{"start", doc.position_of(line_end)}, {"end", doc.position_of(line_end)}}},
-              {"newText", comment}};
-    }
+    // Suppress on this line: extend a noqa list that ends it, or add one
+    // (the edit --add-noqa writes).
+    std::optional<Edit> suppress = suppression_edit(doc.text(), d.start_byte, {d.rule_id}, !python);
+    if (!suppress) continue;
+    json edit = {{"range", {{"start", doc.position_of(suppress->start_byte)}, {"end", doc.position_of(suppress->end_byte)}}},
+                 {"newText", suppress->replacement}};
     actions.push_back({{"title", "Suppress " + d.rule_id + " on this line"},
                        {"kind", "quickfix"},
                        {"diagnostics", {lsp_diag}},

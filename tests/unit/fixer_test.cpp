@@ -157,3 +157,31 @@ TEST(Fixer, ParseCheckRejectsBrokenSyntax) {
 }
 
 }  // namespace
+
+// One suppression edit for --add-noqa and the language server's "Suppress"
+// action: the text each writes, from the same function.
+namespace {
+std::string suppressed(const std::string& program, size_t at, std::set<std::string> ids, bool cpp) {
+  std::string why;
+  std::optional<Edit> e = suppression_edit(program, at, ids, cpp, &why);
+  if (!e) return "none: " + why;
+  return apply_edits(program, {*e}, nullptr);
+}
+}  // namespace
+
+TEST(SuppressionEdit, AddsOrExtendsANoqaListInPython) {
+  EXPECT_EQ(suppressed("a = 1\ntotal += loss   \nb = 2\n", 8, {"TL001"}, false),
+            "a = 1\ntotal += loss  # noqa: TL001\nb = 2\n");
+  EXPECT_EQ(suppressed("total += loss  # noqa: TL006\n", 0, {"TL001"}, false), "total += loss  # noqa: TL006, TL001\n");
+  EXPECT_EQ(suppressed("x = f(a, b)\n", 0, {"TL006", "TL001"}, false), "x = f(a, b)  # noqa: TL001, TL006\n");
+  // A `#` inside a string is no comment: a new directive, not an extension.
+  EXPECT_EQ(suppressed("log('# noqa: x', loss)\n", 0, {"TL002"}, false), "log('# noqa: x', loss)  # noqa: TL002\n");
+  EXPECT_EQ(suppressed("total += loss + \\\n    aux\n", 0, {"TL001"}, false), "none: continued with a backslash");
+}
+
+TEST(SuppressionEdit, NamesTheClangTidyCheckInCpp) {
+  EXPECT_EQ(suppressed("  total += loss;\n", 4, {"TL001"}, true),
+            "  total += loss;  // NOLINT(torchleak-accumulate-undetached)\n");
+  EXPECT_EQ(suppressed("f(x);", 0, {"TL001", "TL002"}, true),
+            "f(x);  // NOLINT(torchleak-accumulate-undetached,torchleak-append-undetached)");
+}
