@@ -229,9 +229,20 @@ bool configures_torchleak(const fs::path& dir) {
 
 }  // namespace
 
+namespace {
+// find_project_root's answers: absolute directory -> absolute root, "" for none.
+std::mutex roots_lock;
+std::map<std::string, std::string> known_roots;
+}  // namespace
+
+void forget_project_roots() {
+  std::lock_guard<std::mutex> guard(roots_lock);
+  known_roots.clear();
+}
+
 std::string find_project_root(const std::string& path) {
-  static std::mutex lock;
-  static std::map<std::string, std::string> known;  // absolute directory -> absolute root, "" for none
+  std::mutex& lock = roots_lock;
+  std::map<std::string, std::string>& known = known_roots;
   fs::path absolute = fs::path(normal_absolute(path));
   std::error_code ec;
   fs::path dir = fs::is_directory(absolute, ec) ? absolute : absolute.parent_path();

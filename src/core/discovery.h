@@ -34,6 +34,10 @@ DiscoveredFiles discover(const std::vector<std::string>& paths, const DiscoveryO
 // else "" (a loose file). Spelled as `path` is: relative to the working
 // directory when `path` is relative. Remembered per directory.
 std::string find_project_root(const std::string& path);
+// Forgets find_project_root's remembered answers: a long-lived process (the
+// language server) calls it before each analysis, so that a configuration
+// file or a repository created since is seen.
+void forget_project_roots();
 
 // A path as the file system knows it (absolute, normalized): two spellings of
 // one file compare equal.

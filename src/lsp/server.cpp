@@ -435,6 +435,7 @@ json Server::to_lsp(const Diagnostic& d, const Document& doc) const {
 std::vector<json> Server::analyze() {
   pending_.reset();
   if (documents_.empty()) return {};
+  forget_project_roots();  // a torchleak.toml or a .git made since the last analysis counts
   // Open buffers take precedence over the files on disk; the rest of the
   // workspace is read from disk so cross-file facts count.
   std::map<std::string, std::string> path_to_uri;

@@ -239,5 +239,18 @@ TEST(ProjectContext, TheRootIsTheNearestConfigurationElseTheRepository) {
   EXPECT_EQ(find_project_root(p.write("g/train.py", "x = 1\n")), (p.root() / "g").string());
 }
 
+// The answers are remembered per directory; a long-lived process (the
+// language server) forgets them before each analysis, and a configuration
+// made since counts.
+TEST(ProjectContext, AForgottenRootIsLookedUpAgain) {
+  Project p;
+  std::string file = p.write("h/train.py", "x = 1\n");
+  EXPECT_EQ(find_project_root(file), p.root().string());
+  p.write("h/torchleak.toml", "select = [\"TL001\"]\n");
+  EXPECT_EQ(find_project_root(file), p.root().string());  // remembered
+  forget_project_roots();
+  EXPECT_EQ(find_project_root(file), (p.root() / "h").string());
+}
+
 }  // namespace
 }  // namespace torchleak
