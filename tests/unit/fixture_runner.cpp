@@ -193,7 +193,7 @@ TEST_P(Fixture, FindingsEqualMarkersAndFixesEqualExpectedOutput) {
   EXPECT_TRUE(report.converged) << "fixing the fixed text changes it again";
 }
 
-// The runtime oracle's programs (fixtures/runtime/python/<rule>_<case>/):
+// The runtime oracle's programs (fixtures/runtime/{python,cpp}/<rule>_<case>/):
 // torchleak flags each leaking program exactly where its markers say, and
 // stays silent on the fixed one, which carries no marker.
 class RuntimeProgram : public ::testing::TestWithParam<std::vector<fs::path>> {};
@@ -208,6 +208,9 @@ TEST_P(RuntimeProgram, FlaggedExactlyWhereMarked) {
     sources.push_back(std::move(f));
   }
   Config config;  // every rule enabled
+#ifdef TORCHLEAK_TEST_CACHE_DIR
+  config.cpp_cache_dir = TORCHLEAK_TEST_CACHE_DIR;  // one precompiled LibTorch header for every C++ program
+#endif
   expect_findings_equal_markers(run_sources(sources, config), expected, GetParam().front().string());
 }
 
@@ -235,6 +238,9 @@ INSTANTIATE_TEST_SUITE_P(Cpp, Fixture, ::testing::ValuesIn(projects("cpp", ".cpp
 #endif
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Fixture);
 INSTANTIATE_TEST_SUITE_P(Runtime, RuntimeProgram, ::testing::ValuesIn(projects("runtime/python", ".py")), fixture_name);
+#ifdef TORCHLEAK_WITH_CLANG
+INSTANTIATE_TEST_SUITE_P(RuntimeCpp, RuntimeProgram, ::testing::ValuesIn(projects("runtime/cpp", ".cpp")), fixture_name);
+#endif
 
 // Every Python fixture of one file, as a notebook: the file cut into code
 // cells at its top-level statements that follow a blank line (each cell's

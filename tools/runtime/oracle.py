@@ -22,6 +22,14 @@ must keep every parameter's gradient and the sequence of losses.  The binary
 comes from --torchleak, $TORCHLEAK_BINARY, build/dev or build/release; without
 one the phase is skipped.
 
+The same is done for LibTorch (C++) programs (fixtures/runtime/cpp/<rule>_<name>/
+leak.cpp, fixed.cpp, measured through fixtures/runtime/cpp/_measure.h): they
+are compiled with g++ against the installed LibTorch (tools/runtime/libtorch.py)
+into a temporary directory, two at a time, then run and judged like the Python
+programs, and torchleak's fixes of the marked ones are compiled and run too.
+Without a compiler or LibTorch's headers the C++ programs are skipped, with the
+reason.  --language python|cpp picks one kind.
+
 --check exits 1 when a rule's leaking program does not show its effect or
 its fixed program does, or when a safe fix changes what a program trains;
 its last line is "N passed, M failed".
@@ -40,10 +48,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+
+sys.dont_write_bytecode = True  # no __pycache__ in the repository
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import libtorch  # noqa: E402  (next to this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURES = os.path.join(ROOT, "fixtures", "runtime", "python")
+CPP_FIXTURES = os.path.join(ROOT, "fixtures", "runtime", "cpp")
+CPP_HELPER = "_measure.h"
 MARK = "TORCHLEAK-MEASURE "
 
 KIB = 1024
@@ -77,7 +92,12 @@ class Run(object):
         return self.m.get(key, default)
 
     def error_line(self):
-        for line in reversed(self.stderr.splitlines()):
+        lines = self.stderr.splitlines()
+        for line in reversed(lines):
+            # a C++ exception that ended the program: "  what():  <message>"
+            if line.strip().startswith("what():"):
+                return "C++ exception: " + line.split("what():", 1)[1].strip()
+        for line in reversed(lines):
             if "Error" in line:
                 return line.strip()
         return ""
@@ -105,6 +125,28 @@ def run_program(python, folder, program, n, env_extra, timeout, base=FIXTURES):
     try:
         proc = subprocess.run([python, path, str(n)], cwd=os.path.join(base, folder),
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=timeout)
+        rc, out, err = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as exc:
+        rc, out, err = -9, exc.stdout or "", "timed out after {} s".format(timeout)
+        if isinstance(out, bytes):
+            out = out.decode("utf-8", "replace")
+    return Run(program, n, rc, out, err, time.time() - start)
+
+
+def run_binary(compiled, folder, program, n, env_extra, timeout, base=CPP_FIXTURES):
+    """Run a compiled LibTorch program (libtorch.Compiled) with ``n`` in ``base/folder``."""
+    if compiled is None or not compiled.ok:
+        why = "not compiled" if compiled is None else compiled.error
+        return Run(program, n, -2, "", "CompileError: " + why, 0.0)
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    env["MKL_NUM_THREADS"] = "1"
+    env.update(env_extra)
+    start = time.time()
+    try:
+        proc = subprocess.run([compiled.exe, str(n)], cwd=os.path.join(base, folder), env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout)
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
     except subprocess.TimeoutExpired as exc:
@@ -152,6 +194,7 @@ class Outcome(object):
         self.fixed_clean = fixed_clean
         self.notes = list(notes)
         self.measurable = measurable
+        self.names = ("leak.py", "fixed.py")  # the rule's programs, set by run_rules
 
     @property
     def passed(self):
@@ -165,9 +208,9 @@ class Outcome(object):
             return "holds"
         parts = []
         if not self.leak_shows:
-            parts.append("leak.py does not show the effect")
+            parts.append("{} does not show the effect".format(self.names[0]))
         if not self.fixed_clean:
-            parts.append("fixed.py shows the effect")
+            parts.append("{} shows the effect".format(self.names[1]))
         return "FAILS: " + "; ".join(parts)
 
 
@@ -186,8 +229,11 @@ class Rule(object):
     """
 
     def __init__(self, rule_id, name, folder, n, claim, measured, evaluate,
-                 programs=("leak.py", "fixed.py"), env=None, timing=False,
-                 repeats=1, timeout=180, sizes=(1, 2), extra=()):
+                 programs=None, env=None, timing=False,
+                 repeats=1, timeout=180, sizes=(1, 2), extra=(), language="python"):
+        self.language = language
+        if programs is None:
+            programs = ("leak.cpp", "fixed.cpp") if language == "cpp" else ("leak.py", "fixed.py")
         self.rule_id = rule_id
         self.name = name
         self.folder = folder
@@ -202,6 +248,27 @@ class Rule(object):
         self.timeout = timeout
         self.sizes = sizes
         self.extra = extra  # further (program, n) runs
+
+    @property
+    def root(self):
+        """The folder holding this rule's program folder."""
+        return CPP_FIXTURES if self.language == "cpp" else FIXTURES
+
+    @property
+    def key(self):
+        """Unique among all rules: a rule id has a Python and a C++ experiment."""
+        return self.rule_id + ("/cpp" if self.language == "cpp" else "")
+
+    @property
+    def label(self):
+        return "{} {}{}".format(self.rule_id, self.name, " (C++)" if self.language == "cpp" else "")
+
+    def sources(self):
+        """The C++ sources this rule's runs need (none for a Python rule)."""
+        if self.language != "cpp":
+            return []
+        names = list(self.programs) + [p for p, _ in self.extra]
+        return [os.path.join(self.root, self.folder, p) for p in dict.fromkeys(names)]
 
     def jobs(self):
         out = []
@@ -529,8 +596,9 @@ def eval_empty_cache(res):
 
 def eval_zero_grad(res):
     n = res.rule.n
-    L1, L2 = res.one("leak.py", n), res.one("leak.py", 2 * n)
-    F1, F2 = res.one("fixed.py", n), res.one("fixed.py", 2 * n)
+    leak, fixed = res.rule.programs[:2]
+    L1, L2 = res.one(leak, n), res.one(leak, 2 * n)
+    F1, F2 = res.one(fixed, n), res.one(fixed, 2 * n)
     err = require_ok([L1, L2, F1, F2])
     if err:
         return Outcome(err, "", False, False)
@@ -627,9 +695,10 @@ def eval_anomaly(res):
     n = res.rule.n
     ratios = {}
     parts = {}
+    leak_program, fixed_program = res.rule.programs[:2]
     for k in (n, 2 * n):
-        leak = [r for r in res.all("leak.py", k)]
-        fixed = [r for r in res.all("fixed.py", k)]
+        leak = [r for r in res.all(leak_program, k)]
+        fixed = [r for r in res.all(fixed_program, k)]
         err = require_ok(leak + fixed)
         if err:
             return Outcome(err, "", False, False)
@@ -659,6 +728,15 @@ def eval_anomaly(res):
         "the fastest of {} runs of each program.".format(
             res.rule.repeats),
     ]
+    if res.rule.language == "cpp":
+        notes = [
+            "In LibTorch the cost is far larger than in Python ({:.0f}× here): with anomaly mode "
+            "on, every autograd node created in the forward pass stores a symbolised C++ "
+            "backtrace (`c10::get_backtrace()`), and every backward node's output is checked "
+            "for NaNs. It does not grow with the number of steps. Per-step CPU time with one "
+            "intra-op thread: the median step of each run, the fastest of {} runs of each "
+            "program.".format(ratios[2 * n], res.rule.repeats),
+        ]
     return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
 
 
@@ -775,6 +853,169 @@ RULES = [
 
 
 # --------------------------------------------------------------------------
+# LibTorch (C++) rules
+#
+# The programs print the same measurement line through
+# fixtures/runtime/cpp/_measure.h.  C++ has no garbage collector to list the
+# live tensors, so `graph_nodes` counts the nodes reachable from the tensors
+# a program names in its report call (its total, its vector), and
+# `held_bytes` is the bytes of every CPU tensor storage alive, counted by an
+# allocator that wraps LibTorch's own.  There is no `graph_bytes`.
+
+
+def eval_cpp_growth(res, what):
+    """TL001 / TL002 in C++: graph nodes and live heap grow with N."""
+    n = res.rule.n
+    L1, L2 = res.one("leak.cpp", n), res.one("leak.cpp", 2 * n)
+    F1, F2 = res.one("fixed.cpp", n), res.one("fixed.cpp", 2 * n)
+    err = require_ok([L1, L2, F1, F2])
+    if err:
+        return Outcome(err, "", False, False)
+
+    def delta(a, b, key):
+        return b.get(key) - a.get(key)
+
+    dl_nodes = delta(L1, L2, "graph_nodes")
+    dl_heap = delta(L1, L2, "malloc_in_use_bytes")
+    df_heap = delta(F1, F2, "malloc_in_use_bytes")
+    leak_fig = ("graph nodes {} → {} ({:.1f}/step); live heap {} ({:.1f} KiB/step); "
+                "tensor bytes {}; peak RSS {} → {} MiB").format(
+        L1.get("graph_nodes"), L2.get("graph_nodes"), dl_nodes / float(n), fmt_delta(dl_heap),
+        dl_heap / float(n) / KIB, fmt_delta(delta(L1, L2, "held_bytes")), rss_mib(L1), rss_mib(L2))
+    fixed_fig = "graph nodes {} → {}; live heap {}; tensor bytes {}; peak RSS {} → {} MiB".format(
+        F1.get("graph_nodes"), F2.get("graph_nodes"), fmt_delta(df_heap),
+        fmt_delta(delta(F1, F2, "held_bytes")), rss_mib(F1), rss_mib(F2))
+    leak_shows = dl_nodes >= n and dl_heap >= FLAT
+    fixed_clean = F1.get("graph_nodes") == 0 and F2.get("graph_nodes") == 0 and abs(df_heap) < FLAT
+    notes = [
+        "As in Python: `loss.backward()` frees each step's saved activations (the bytes of all "
+        "live CPU tensor storages grow by only {} from {} to {} steps), and what {} keeps is "
+        "the chain of autograd nodes, {:.1f} per step and about {:.0f} bytes of heap per step; "
+        "peak RSS grows faster ({} → {} MiB) than the heap in use.".format(
+            fmt_bytes(delta(L1, L2, "held_bytes")), n, 2 * n, what, dl_nodes / float(n),
+            dl_heap / float(n), rss_mib(L1), rss_mib(L2)),
+    ]
+    if "leak_private_total.cpp" in res.rule.programs:
+        T1, T2 = res.one("leak_private_total.cpp", n), res.one("leak_private_total.cpp", 2 * n)
+        err = require_ok([T1, T2])
+        if err:
+            return Outcome(err, fixed_fig, False, fixed_clean, notes)
+        dt_nodes = delta(T1, T2, "graph_nodes")
+        dt_heap = delta(T1, T2, "malloc_in_use_bytes")
+        leak_fig += ("; leak_private_total.cpp (`epoch_loss += loss` on a zero tensor local to "
+                     "the epoch function): graph nodes {} → {}, live heap {}").format(
+            T1.get("graph_nodes"), T2.get("graph_nodes"), fmt_delta(dt_heap))
+        leak_shows = leak_shows and dt_nodes >= n and dt_heap >= FLAT
+        notes.append(
+            "A total local to the epoch function (leak_private_total.cpp) keeps the graphs the "
+            "same way ({:.1f} nodes and {:.1f} KiB of heap per step), through the mean it "
+            "returns, until the caller drops it; torchleak's `.detach()` fix is safe there, and "
+            "the fixes section below runs it.".format(dt_nodes / float(n), dt_heap / float(n) / KIB))
+    return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
+
+
+def eval_cpp_module_cache(res):
+    n = res.rule.n
+    L1, L2 = res.one("leak.cpp", n), res.one("leak.cpp", 2 * n)
+    F1, F2 = res.one("fixed.cpp", n), res.one("fixed.cpp", 2 * n)
+    err = require_ok([L1, L2, F1, F2])
+    if err:
+        return Outcome(err, "", False, False)
+    dl_heap = L2.get("malloc_in_use_bytes") - L1.get("malloc_in_use_bytes")
+    df_heap = F2.get("malloc_in_use_bytes") - F1.get("malloc_in_use_bytes")
+    heap_vs_fixed = L2.get("malloc_in_use_bytes") - F2.get("malloc_in_use_bytes")
+    leak_fig = ("graph nodes reachable from the member after the loop {} → {}; tensor bytes "
+                "{} / {}; live heap {} from N to 2N, {} more than fixed").format(
+        L1.get("graph_nodes"), L2.get("graph_nodes"), fmt_bytes(L1.get("held_bytes")),
+        fmt_bytes(L2.get("held_bytes")), fmt_delta(dl_heap), fmt_bytes(heap_vs_fixed))
+    fixed_fig = "graph nodes {} → {}; tensor bytes {} / {}; live heap {}".format(
+        F1.get("graph_nodes"), F2.get("graph_nodes"), fmt_bytes(F1.get("held_bytes")),
+        fmt_bytes(F2.get("held_bytes")), fmt_delta(df_heap))
+    leak_shows = (L1.get("graph_nodes") > 0
+                  and L1.get("graph_nodes") == L2.get("graph_nodes")
+                  and abs(dl_heap) < FLAT)
+    fixed_clean = F1.get("graph_nodes") == 0 and F2.get("graph_nodes") == 0 and abs(df_heap) < FLAT
+    notes = [
+        "As in Python the claim is weaker than \"retains memory\": the member keeps only the "
+        "last forward's graph ({} nodes), which does not grow with the number of steps; "
+        "`backward()` already freed its saved activations, so both programs hold the same "
+        "tensor bytes ({} / {}) and the leaking one {} more heap, the node chain.".format(
+            L2.get("graph_nodes"), fmt_bytes(L2.get("held_bytes")), fmt_bytes(F2.get("held_bytes")),
+            fmt_bytes(heap_vs_fixed)),
+    ]
+    return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
+
+
+def eval_cpp_collect(res):
+    n = res.rule.n
+    L1, L2 = res.one("leak.cpp", n), res.one("leak.cpp", 2 * n)
+    F1, F2 = res.one("fixed.cpp", n), res.one("fixed.cpp", 2 * n)
+    err = require_ok([L1, L2, F1, F2])
+    if err:
+        return Outcome(err, "", False, False)
+    dl = L2.get("held_bytes") - L1.get("held_bytes")
+    df = F2.get("held_bytes") - F1.get("held_bytes")
+    leak_fig = ("tensor bytes held after loop {} → {} ({} per batch); graph nodes {}; peak RSS "
+                "{} → {} MiB").format(
+        fmt_bytes(L1.get("held_bytes")), fmt_bytes(L2.get("held_bytes")), fmt_bytes(dl / float(n)),
+        L2.get("graph_nodes"), rss_mib(L1), rss_mib(L2))
+    fixed_fig = "tensor bytes held {} → {}; peak RSS {} → {} MiB".format(
+        fmt_bytes(F1.get("held_bytes")), fmt_bytes(F2.get("held_bytes")), rss_mib(F1), rss_mib(F2))
+    leak_shows = dl >= n * 128 * KIB and L2.get("graph_nodes") == 0
+    fixed_clean = abs(df) < FLAT
+    notes = [
+        "CPU analogue, as in Python: under `torch::NoGradGuard` the collected logits have no "
+        "graph ({} nodes); memory grows with the evaluation set because every batch's logits "
+        "(and labels) stay in the vectors. fixed.cpp reduces each batch to a count with "
+        "`.item<int64_t>()`, since `.cpu()` is a no-op on the CPU.".format(L2.get("graph_nodes")),
+    ]
+    return Outcome(leak_fig, fixed_fig, leak_shows, fixed_clean, notes)
+
+
+CPP_RULES = [
+    Rule("TL001", "accumulate-undetached", "TL001_accumulate", 50,
+         "`total_loss = total_loss + loss` (or `+=`) on a tensor total keeps every step's "
+         "autograd graph reachable: retained memory grows with the number of steps.",
+         "autograd nodes reachable from the total after the loop; live heap bytes (glibc "
+         "mallinfo2); bytes of all live CPU tensor storages; peak RSS",
+         lambda res: eval_cpp_growth(res, "`total_loss`"), language="cpp",
+         programs=("leak.cpp", "fixed.cpp", "leak_private_total.cpp")),
+    Rule("TL002", "append-undetached", "TL002_append", 80,
+         "`losses.push_back(loss)` into a `std::vector<torch::Tensor>` keeps every step's loss "
+         "and its autograd graph alive: retained memory grows with the number of steps.",
+         "autograd nodes reachable from the vector after the loop; live heap bytes; bytes of "
+         "all live CPU tensor storages; peak RSS",
+         lambda res: eval_cpp_growth(res, "the vector"), language="cpp"),
+    Rule("TL003", "module-tensor-cache", "TL003_module_cache", 20,
+         "A member tensor assigned a non-detached value in `forward` keeps the last forward's "
+         "autograd graph alive after the loop; it does not grow.",
+         "autograd nodes reachable from the member after the loop, at N and 2N; tensor bytes; "
+         "live heap vs the fixed program",
+         eval_cpp_module_cache, language="cpp"),
+    Rule("TL010", "missing-zero-grad", "TL010_zero_grad", 20,
+         "Without `zero_grad()` gradients accumulate across steps: each update uses the sum of "
+         "all gradients so far. Memory does not grow.",
+         "`.grad()` compared with the per-step gradients recorded by hooks; gradient norm; final "
+         "loss; live heap",
+         eval_zero_grad, env={"TORCHLEAK_GRAD_PROBE": "1"}, language="cpp"),
+    Rule("TL012", "anomaly-detection-enabled", "TL012_anomaly", 5,
+         "`torch::autograd::AnomalyMode::set_enabled(true)` left on slows every training step.",
+         "median CPU time per training step, leak vs fixed, the fastest of repeated runs, one "
+         "intra-op thread",
+         eval_anomaly, timing=True, repeats=2, language="cpp",
+         env={"TORCHLEAK_MEASURE": "off", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}),
+    Rule("TL013", "device-tensors-collected", "TL013_collect_outputs", 20,
+         "Collecting every batch's outputs in a `std::vector` during evaluation grows memory "
+         "with the size of the evaluation set (CPU analogue of device memory).",
+         "bytes of all live CPU tensor storages after the loop at N and 2N batches; graph nodes "
+         "reachable from the vector; peak RSS",
+         eval_cpp_collect, language="cpp"),
+]
+
+ALL_RULES = RULES + CPP_RULES
+
+
+# --------------------------------------------------------------------------
 # Fixes applied by torchleak and run
 #
 # For every program that carries an `# expect:` marker, torchleak's fixes are
@@ -803,32 +1044,38 @@ def default_torchleak():
 
 
 def marked_programs(rule):
-    """The programs of a rule's folder that carry an `# expect:` marker."""
-    folder = os.path.join(FIXTURES, rule.folder)
+    """The programs of a rule's folder that carry an `# expect:` (C++: `// expect:`) marker."""
+    folder = os.path.join(rule.root, rule.folder)
+    ext, marker = (".cpp", "// expect:") if rule.language == "cpp" else (".py", "# expect:")
     out = []
     for name in sorted(os.listdir(folder)):
-        if not name.endswith(".py") or name == "fixed.py":
+        if not name.endswith(ext) or name == "fixed" + ext:
             continue
         with open(os.path.join(folder, name)) as f:
-            if "# expect:" in f.read():
+            if marker in f.read():
                 out.append(name)
     return out
 
 
-def torchleak_findings(binary, path):
-    """(rule, fix title, fix safety) of every finding torchleak reports on path."""
-    proc = subprocess.run([binary, "check", "--no-cache", "--exit-zero", "--output-format", "json",
-                           path], cwd=os.path.dirname(path), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=120)
-    if proc.returncode != 0:
-        raise RuntimeError("torchleak exited {}: {}".format(proc.returncode,
-                                                            proc.stderr.strip()[:200]))
+def parse_findings(report):
+    """(rule, line, fix title, fix safety) of every finding of a JSON report."""
     out = []
-    for d in json.loads(proc.stdout).get("diagnostics", []):
+    for d in json.loads(report).get("diagnostics", []):
         fix = d.get("fix") or {}
         out.append((d.get("rule"), d.get("start", {}).get("line"), fix.get("title"),
                     fix.get("safety")))
     return out
+
+
+def torchleak_findings(binary, path):
+    """(rule, line, fix title, fix safety) of every finding torchleak reports on path."""
+    proc = subprocess.run([binary, "check", "--no-cache", "--exit-zero", "--output-format", "json",
+                           path], cwd=os.path.dirname(path), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=300)
+    if proc.returncode != 0:
+        raise RuntimeError("torchleak exited {}: {}".format(proc.returncode,
+                                                            proc.stderr.strip()[:200]))
+    return parse_findings(proc.stdout)
 
 
 class Applied(object):
@@ -841,28 +1088,43 @@ class Applied(object):
         self.error = None
         self.base = None  # the copy's root, for run_program
         self.text = None
+        self.offered = None  # the findings before the fixes: (rule, line, title, safety)
 
 
-def apply_fixes(binary, folder, program, unsafe, tmp_root):
+def copy_program_folder(rule, dest_base):
+    """Copy a rule's program folder (and, for C++, the shared helper) under dest_base."""
+    dest = os.path.join(dest_base, rule.folder)
+    shutil.copytree(os.path.join(rule.root, rule.folder), dest,
+                    ignore=shutil.ignore_patterns("__pycache__", ".torchleak_cache"))
+    if rule.language == "cpp":
+        # the programs include "../_measure.h"
+        shutil.copy2(os.path.join(rule.root, CPP_HELPER), os.path.join(dest_base, CPP_HELPER))
+    return dest
+
+
+def apply_fixes(binary, rule, program, unsafe, tmp_root, offered=None):
+    """Fix a copy of ``program`` with torchleak; ``offered``: its findings, if known."""
     applied = Applied(unsafe)
     applied.base = os.path.join(tmp_root, "unsafe" if unsafe else "safe")
-    dest = os.path.join(applied.base, folder)
-    shutil.copytree(os.path.join(FIXTURES, folder), dest,
-                    ignore=shutil.ignore_patterns("__pycache__", ".torchleak_cache"))
+    dest = copy_program_folder(rule, applied.base)
     path = os.path.join(dest, program)
     with open(path) as f:
         before = f.read()
-    cmd = [binary, "check", "--no-cache", "--fix"] + (["--unsafe-fixes"] if unsafe else []) + [path]
+    # The report after --fix lists the findings that remain.
+    cmd = ([binary, "check", "--no-cache", "--fix"] + (["--unsafe-fixes"] if unsafe else [])
+           + ["--output-format", "json", path])
     try:
-        offered = torchleak_findings(binary, path)
+        if offered is None:
+            offered = torchleak_findings(binary, path)
+        applied.offered = offered
         proc = subprocess.run(cmd, cwd=dest, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              universal_newlines=True, timeout=120)
+                              universal_newlines=True, timeout=300)
         # 0: nothing remains, 1: findings remain; anything else is an error
         if proc.returncode not in (0, 1):
             raise RuntimeError("`torchleak check --fix{}` exited {}: {}".format(
                 " --unsafe-fixes" if unsafe else "", proc.returncode,
                 (proc.stderr or proc.stdout).strip()[:200]))
-        remaining = [(r, t) for r, _, t, _ in torchleak_findings(binary, path)]
+        remaining = [(r, t) for r, _, t, _ in parse_findings(proc.stdout)]
     except (OSError, RuntimeError, ValueError, subprocess.TimeoutExpired) as exc:
         applied.error = str(exc)
         return applied
@@ -1009,27 +1271,61 @@ def fixes_text(fixes, safety=None):
     return "; ".join(parts) if parts else "—"
 
 
-def run_fix_phase(rules, python, binary, jobs, log):
-    """Apply torchleak's fixes to every marked program and run them; a list of FixCase."""
-    cases = [FixCase(rule, program) for rule in rules for program in marked_programs(rule)]
+def run_fix_phase(rules, python, binary, jobs, log, builder=None):
+    """Apply torchleak's fixes to every marked program and run them; a list of FixCase.
+
+    C++ programs (only with a ``builder``) are compiled after their fixes are
+    applied; the original program's executable comes from the rules' runs
+    when they compiled it."""
+    cases = [FixCase(rule, program) for rule in rules for program in marked_programs(rule)
+             if rule.language != "cpp" or builder is not None]
     tmp_root = tempfile.mkdtemp(prefix="torchleak-oracle-fixes-")
     try:
-        for case in cases:
-            tmp = os.path.join(tmp_root, "{}-{}".format(case.rule.folder, case.program[:-3]))
-            case.safe = apply_fixes(binary, case.rule.folder, case.program, False, tmp)
-            case.unsafe = apply_fixes(binary, case.rule.folder, case.program, True, tmp)
+        def fix(case):
+            tmp = os.path.join(tmp_root, "{}-{}-{}".format(
+                case.rule.language, case.rule.folder, os.path.splitext(case.program)[0]))
+            case.safe = apply_fixes(binary, case.rule, case.program, False, tmp)
+            # the findings of the unchanged copy are the same for the second copy
+            case.unsafe = apply_fixes(binary, case.rule, case.program, True, tmp,
+                                      case.safe.offered)
+            return case
+
+        # torchleak analyses C++ files for a second or two each: fix several at once.
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for case in pool.map(fix, cases):
+                log("  fixes {} {}: safe {}, unsafe {}".format(
+                    case.rule.label, case.program,
+                    "error" if case.safe.error else "changed" if case.safe.changed else "no change",
+                    "error" if case.unsafe.error else
+                    "changed" if case.unsafe.changed else "no change"))
         jobs_list = []
         for case in cases:
             if not (case.safe.changed or case.unsafe.changed):
                 continue
-            jobs_list.append((case, "original", FIXTURES))
+            jobs_list.append((case, "original", case.rule.root))
             if case.safe.changed:
                 jobs_list.append((case, "safe", case.safe.base))
             if case.unsafe.changed and case.unsafe.text != case.safe.text:
                 jobs_list.append((case, "unsafe", case.unsafe.base))
 
+        def source(item):
+            case, which, base = item
+            return os.path.join(base, case.rule.folder, case.program)
+
+        compiled = {}
+        cpp_items = [item for item in jobs_list if item[0].rule.language == "cpp"]
+        if cpp_items:
+            labels = {source(item): "{}/{}{}".format(
+                item[0].rule.folder, item[0].program,
+                "" if item[1] == "original" else " ({} fixes)".format(item[1]))
+                for item in cpp_items}
+            compiled = builder.build([source(item) for item in cpp_items], labels=labels)
+
         def go(item):
             case, which, base = item
+            if case.rule.language == "cpp":
+                return item, run_binary(compiled.get(source(item)), case.rule.folder, case.program,
+                                        case.rule.n, TRAIN_PROBE_ENV, case.rule.timeout, base=base)
             return item, run_program(python, case.rule.folder, case.program, case.rule.n,
                                      TRAIN_PROBE_ENV, case.rule.timeout, base=base)
 
@@ -1037,7 +1333,7 @@ def run_fix_phase(rules, python, binary, jobs, log):
             for (case, which, base), run in pool.map(go, jobs_list):
                 setattr(case, "original" if which == "original" else which + "_run", run)
                 log("  fixes {} {} ({}) {:>4}: exit {} in {:.1f} s".format(
-                    case.rule.rule_id, case.program, which, case.rule.n, run.returncode,
+                    case.rule.label, case.program, which, case.rule.n, run.returncode,
                     run.seconds))
         for case in cases:
             if case.unsafe.changed and case.unsafe_run is None:
@@ -1092,9 +1388,16 @@ def torch_versions(python):
     return out.stdout.split()
 
 
-def run_rules(rules, python, jobs, log):
-    results = {r.rule_id: Results(r) for r in rules}
-    parallel = [(r, j) for r in rules if not r.timing for j in r.jobs()]
+def run_rules(rules, python, jobs, log, builder=None, expected_compiles=None):
+    """Run every rule's programs and evaluate them: (outcomes, results by rule key).
+
+    The C++ programs are compiled (with ``builder``) while the Python programs
+    run; compiling needs no quiet machine, the memory figures do not depend on
+    it, and the timing rules run alone afterwards."""
+    results = {r.key: Results(r) for r in rules}
+    python_parallel = [(r, j) for r in rules if r.language != "cpp" and not r.timing
+                       for j in r.jobs()]
+    cpp_parallel = [(r, j) for r in rules if r.language == "cpp" and not r.timing for j in r.jobs()]
     serial = []
     for r in rules:
         if r.timing:
@@ -1102,26 +1405,55 @@ def run_rules(rules, python, jobs, log):
             # affects both alike
             serial.extend((r, j) for j in r.jobs())
 
+    compiled = {}
+    sources = [src for r in rules for src in r.sources()]
+    build_thread = None
+    if sources and builder is not None:
+        labels = {src: os.path.relpath(src, CPP_FIXTURES) for src in sources}
+
+        def build():
+            try:
+                compiled.update(builder.build(sources, labels=labels,
+                                              expected_total=expected_compiles))
+            except Exception as exc:  # reported as each program's failure to compile
+                for src in sources:
+                    compiled.setdefault(src, libtorch.Compiled(src, None, repr(exc), 0.0))
+
+        build_thread = threading.Thread(target=build)
+        build_thread.start()
+
     def go(item):
         rule, (program, n, rep) = item
+        if rule.language == "cpp":
+            return item, run_binary(compiled.get(os.path.join(rule.root, rule.folder, program)),
+                                    rule.folder, program, n, rule.env, rule.timeout)
         return item, run_program(python, rule.folder, program, n, rule.env, rule.timeout)
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for (rule, (program, n, rep)), run in pool.map(go, parallel):
-            results[rule.rule_id].add(program, n, rep, run)
-            log("  {} {} {:>4}: exit {} in {:.1f} s".format(rule.rule_id, program, n,
-                                                             run.returncode, run.seconds))
-    for item in serial:
-        (rule, (program, n, rep)), run = go(item)
-        results[rule.rule_id].add(program, n, rep, run)
+    def record(item, run):
+        rule, (program, n, rep) = item
+        results[rule.key].add(program, n, rep, run)
         log("  {} {} {:>4}: exit {} in {:.1f} s".format(rule.rule_id, program, n,
                                                          run.returncode, run.seconds))
+
+    try:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for item, run in pool.map(go, python_parallel):
+                record(item, run)
+    finally:
+        if build_thread is not None:
+            build_thread.join()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for item, run in pool.map(go, cpp_parallel):
+            record(item, run)
+    for item in serial:
+        record(*go(item))
     outcomes = []
     for rule in rules:
         try:
-            outcome = rule.evaluate_fn(results[rule.rule_id])
+            outcome = rule.evaluate_fn(results[rule.key])
         except Exception as exc:  # a missing figure is a failed rule, not a crash
             outcome = Outcome("evaluation error: {!r}".format(exc), "", False, False)
+        outcome.names = tuple(rule.programs[:2])
         outcomes.append((rule, outcome))
     return outcomes, results
 
@@ -1136,8 +1468,9 @@ def fix_tables(fix_phase):
     if isinstance(fix_phase, str):
         return lines + ["Not run: {}.".format(fix_phase), ""]
     lines += [
-        "Every program above that carries an `# expect:` marker is copied and fixed with "
-        "`torchleak check --no-cache --fix` (safe fixes only). When the file changed, the "
+        "Every program above that carries an `# expect:` marker (`// expect:` in C++) is "
+        "copied and fixed with `torchleak check --no-cache --fix` (safe fixes only); a fixed "
+        "C++ copy is compiled like the original. When the file changed, the "
         "original and the fixed program run with the same N under `TORCHLEAK_TRAIN_PROBE=1`, "
         "which records which parameters received a gradient in any `backward()` and the value "
         "of every scalar `backward()` was called on. A safe fix must leave every parameter "
@@ -1196,22 +1529,8 @@ def fix_tables(fix_phase):
     return lines
 
 
-def write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase):
+def rule_rows(outcomes):
     lines = [
-        "# Runtime verdicts",
-        "",
-        "Generated by `/usr/bin/python3 tools/runtime/oracle.py --write-table "
-        "docs/runtime-verdicts.md`; do not edit by hand. Method: "
-        "[runtime-oracle.md](runtime-oracle.md).",
-        "",
-        "Measured on CPU with PyTorch {} and NumPy {} (Python {}, {} CPU cores). The programs "
-        "used {:.0f} s of CPU time; the oracle took {:.0f} s of wall-clock time, which depends on "
-        "what else the machine was running.".format(
-            versions[0], versions[1], platform.python_version(), os.cpu_count(), cpu_seconds,
-            seconds),
-        "Figures are given for N and 2N iterations as `N → 2N` or `N / 2N`; N is the number "
-        "in the rule column.",
-        "",
         "| Rule | Claim (as measured) | What is measured | Leaking program | Fixed program | Verdict |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -1220,10 +1539,64 @@ def write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase):
             md_cell("{} {} (N = {})".format(rule.rule_id, rule.name, rule.n)),
             md_cell(rule.claim), md_cell(rule.measured), md_cell(o.leak_figure),
             md_cell(o.fixed_figure), md_cell("**{}**".format(o.verdict))))
+    return lines
+
+
+def write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase, cpp=None):
+    """Write the verdicts; ``cpp``: how the C++ programs were built, or why they were not."""
+    cpp = cpp or {}
+    python_outcomes = [(r, o) for r, o in outcomes if r.language != "cpp"]
+    cpp_outcomes = [(r, o) for r, o in outcomes if r.language == "cpp"]
+    versions = versions or ("?", "?")
+    built = ""
+    if cpp.get("toolchain") and cpp.get("count"):
+        built = (" Compiling the {} LibTorch programs (two at a time{}, the first ones while "
+                 "the Python programs ran) took {:.0f} s of it.".format(
+                     cpp["count"],
+                     ", after precompiling `<torch/torch.h>` in {:.0f} s".format(cpp["pch_seconds"])
+                     if cpp.get("pch_seconds") else "", cpp["seconds"]))
+    lines = [
+        "# Runtime verdicts",
+        "",
+        "Generated by `/usr/bin/python3 tools/runtime/oracle.py --write-table "
+        "docs/runtime-verdicts.md`; do not edit by hand. Method: "
+        "[runtime-oracle.md](runtime-oracle.md).",
+        "",
+        "Measured on CPU with PyTorch {} and NumPy {} (Python {}, {} CPU cores){}. The programs "
+        "used {:.0f} s of CPU time; the oracle took {:.0f} s of wall-clock time, which depends on "
+        "what else the machine was running.{}".format(
+            versions[0], versions[1], platform.python_version(), os.cpu_count(),
+            "; the C++ programs were compiled with {} (`{}`)".format(
+                cpp["toolchain"], " ".join(libtorch.STANDARD_FLAGS)) if cpp.get("toolchain") else "",
+            cpu_seconds, seconds, built),
+        "Figures are given for N and 2N iterations as `N → 2N` or `N / 2N`; N is the number "
+        "in the rule column.",
+        "",
+    ]
+    lines += rule_rows(python_outcomes)
+    lines += [
+        "",
+        "## LibTorch (C++) programs",
+        "",
+    ]
+    if cpp.get("skipped"):
+        lines.append("Not run: {}.".format(cpp["skipped"]))
+    elif cpp_outcomes:
+        lines += [
+            "The same claims, measured on LibTorch programs (`fixtures/runtime/cpp/`), compiled "
+            "and run the same way. \"Tensor bytes\" are the bytes of every CPU tensor storage "
+            "alive, counted by an allocator that wraps LibTorch's; graph nodes are counted from "
+            "the tensors the program keeps after the loop (its total, its vector, its member).",
+            "",
+        ]
+        lines += rule_rows(cpp_outcomes)
+    else:
+        lines.append("Not selected.")
     lines += ["", "## Findings", ""]
-    for rule, o in outcomes:
+    for rule, o in python_outcomes + cpp_outcomes:
         for note in o.notes:
-            lines.append("- **{}**: {}".format(rule.rule_id, note))
+            lines.append("- **{}{}**: {}".format(rule.rule_id,
+                                                 " (C++)" if rule.language == "cpp" else "", note))
     lines += fix_tables(fix_phase)
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -1238,7 +1611,7 @@ def main(argv=None):
     parser.add_argument("--json", metavar="PATH", help="dump every run's measurements to PATH")
     parser.add_argument("--rules", help="comma-separated rule ids (default: all)")
     parser.add_argument("--jobs", type=int, default=2,
-                        help="programs run at once for the memory rules (default 2)")
+                        help="programs run (memory rules) or compiled (C++) at once (default 2)")
     parser.add_argument("--python", default=os.environ.get("TORCHLEAK_PYTHON", "/usr/bin/python3"),
                         help="interpreter with torch for the programs (default /usr/bin/python3)")
     parser.add_argument("--torchleak", metavar="PATH", default=default_torchleak(),
@@ -1247,6 +1620,12 @@ def main(argv=None):
                              "build/release/torchleak); without one that phase is skipped")
     parser.add_argument("--fixes-only", action="store_true",
                         help="only apply torchleak's fixes and run them, not the rules' claims")
+    parser.add_argument("--language", choices=("python", "cpp"),
+                        help="only the Python programs or only the LibTorch (C++) ones "
+                             "(default: both)")
+    parser.add_argument("--cxx", default=os.environ.get("TORCHLEAK_CXX", "g++"),
+                        help="C++ compiler for the LibTorch programs (default: $TORCHLEAK_CXX, "
+                             "else g++)")
     parser.add_argument("--quiet", action="store_true", help="do not log each run")
     args = parser.parse_args(argv)
     if not args.check and not args.write_table and not args.json:
@@ -1254,19 +1633,23 @@ def main(argv=None):
     if args.fixes_only and args.write_table:
         parser.error("--write-table needs the whole run, not --fixes-only")
 
-    versions = torch_versions(args.python)
-    if versions is None:
-        print("{} cannot import torch and numpy; install python3-torch and python3-numpy".format(
-            args.python))
-        return 77
-
-    rules = RULES
+    rules = [r for r in ALL_RULES if args.language in (None, r.language)]
     if args.rules:
         wanted = set(x.strip().upper() for x in args.rules.split(","))
-        rules = [r for r in RULES if r.rule_id in wanted]
         unknown = wanted - set(r.rule_id for r in rules)
         if unknown:
-            parser.error("unknown rule ids: " + ", ".join(sorted(unknown)))
+            parser.error("unknown rule ids{}: {}".format(
+                " for --language " + args.language if args.language else "",
+                ", ".join(sorted(unknown))))
+        rules = [r for r in rules if r.rule_id in wanted]
+
+    versions = None
+    if any(r.language == "python" for r in rules):
+        versions = torch_versions(args.python)
+        if versions is None:
+            print("{} cannot import torch and numpy; install python3-torch and python3-numpy "
+                  "(or run only the C++ programs: --language cpp)".format(args.python))
+            return 77
 
     def log(msg):
         if not args.quiet:
@@ -1275,18 +1658,44 @@ def main(argv=None):
     start = time.time()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_start = children.ru_utime + children.ru_stime
-    log("runtime oracle: torch {} numpy {}, {} rules".format(versions[0], versions[1], len(rules)))
+    cpp = {}
+    builder = None
+    if any(r.language == "cpp" for r in rules):
+        toolchain, reason = libtorch.find_toolchain(args.cxx)
+        if toolchain is None:
+            cpp["skipped"] = reason
+            rules = [r for r in rules if r.language != "cpp"]
+        else:
+            cpp["toolchain"] = toolchain.description
+            builder = libtorch.Builder(toolchain, args.jobs, log)
+    log("runtime oracle: " + ", ".join(
+        (["torch {} numpy {}".format(*versions)] if versions else [])
+        + (["C++: " + cpp["toolchain"]] if "toolchain" in cpp else [])
+        + ["{} rules".format(len(rules))]))
+    if "skipped" in cpp:
+        log("C++ programs skipped: " + cpp["skipped"])
     outcomes, results = [], {}
-    if not args.fixes_only:
-        outcomes, results = run_rules(rules, args.python, args.jobs, log)
-    binary = args.torchleak
-    if not binary:
-        fix_phase = "no torchleak binary (pass --torchleak, set TORCHLEAK_BINARY or build build/dev)"
-    elif not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
-        fix_phase = "no torchleak binary at {}".format(binary)
-    else:
-        log("fixes: {}".format(binary))
-        fix_phase = run_fix_phase(rules, args.python, os.path.abspath(binary), args.jobs, log)
+    try:
+        if not args.fixes_only:
+            # every program, and about one fixed copy per marked program
+            expected = sum(len(r.sources()) + len(marked_programs(r))
+                           for r in rules if r.language == "cpp")
+            outcomes, results = run_rules(rules, args.python, args.jobs, log, builder, expected)
+        binary = args.torchleak
+        if not binary:
+            fix_phase = ("no torchleak binary (pass --torchleak, set TORCHLEAK_BINARY or build "
+                         "build/dev)")
+        elif not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            fix_phase = "no torchleak binary at {}".format(binary)
+        else:
+            log("fixes: {}".format(binary))
+            fix_phase = run_fix_phase(rules, args.python, os.path.abspath(binary), args.jobs, log,
+                                      builder)
+    finally:
+        if builder is not None:
+            cpp.update(count=builder.count, seconds=builder.seconds,
+                       pch_seconds=builder.pch_seconds if builder.pch_dir else 0.0)
+            builder.close()
     seconds = time.time() - start
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu_seconds = children.ru_utime + children.ru_stime - cpu_start
@@ -1295,7 +1704,7 @@ def main(argv=None):
         path = args.write_table
         if not os.path.isabs(path):
             path = os.path.join(os.getcwd(), path)
-        write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase)
+        write_table(path, outcomes, versions, seconds, cpu_seconds, fix_phase, cpp)
         log("wrote " + args.write_table)
     if args.json:
         dump = {}
@@ -1328,10 +1737,12 @@ def main(argv=None):
         else:
             failed += 1
             status = "FAIL"
-        print("{} {} {}: {}".format(status, rule.rule_id, rule.name, o.verdict))
+        print("{} {}: {}".format(status, rule.label, o.verdict))
         if status == "FAIL":
             print("    leak:  " + o.leak_figure)
             print("    fixed: " + o.fixed_figure)
+    if "skipped" in cpp:
+        print("SKIP C++ programs: " + cpp["skipped"])
     if isinstance(fix_phase, str):
         print("SKIP safe fixes: " + fix_phase)
     else:
@@ -1354,8 +1765,10 @@ def main(argv=None):
         if without:
             print("no safe fix applies to {} of {} marked programs".format(
                 len(without), len(fix_phase)))
-    print("{} not measurable on CPU; {:.0f} s wall-clock, {:.0f} s CPU".format(
-        skipped, seconds, cpu_seconds))
+    print("{} not measurable on CPU; {:.0f} s wall-clock, {:.0f} s CPU{}".format(
+        skipped, seconds, cpu_seconds,
+        "; compiled {} C++ programs in {:.0f} s".format(cpp["count"], cpp["seconds"])
+        if cpp.get("count") else ""))
     print("{} passed, {} failed".format(passed, failed))
     if args.check and failed:
         return 1
