@@ -938,6 +938,11 @@ Device Semantics::device_named(const Expr* e, int depth) const {
   if (!e || depth > kMaxDepth) return Device::Unknown;
   if (auto* ref = dyn_cast<DeclRefExpr>(e)) {
     if (auto* c = dyn_cast<EnumConstantDecl>(ref->getDecl())) {
+      // A c10::DeviceType only: `torch::kLong` (a ScalarType, through
+      // TensorOptions' converting constructor) says nothing of the device.
+      auto* type = dyn_cast<EnumDecl>(c->getDeclContext());
+      if (!type || !type->getIdentifier() || type->getName() != "DeviceType" || !c->getIdentifier())
+        return Device::Unknown;
       std::string name = c->getName().str();
       if (name == "CPU" || name == "kCPU") return Device::Host;
       if (name == "Meta") return Device::Unknown;

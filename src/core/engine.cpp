@@ -418,7 +418,8 @@ ReadStatus read_file(const std::string& path, uint64_t max_size, std::string& te
 
 // The Python files of the projects the targets belong to that are not
 // targets themselves: read for the facts they give (a helper file's
-// zero_grad, a wrap in DataParallel in another script).
+// zero_grad, a wrap in DataParallel in another script). None when no target
+// is Python (a notebook is analyzed as Python).
 std::vector<std::string> context_files(const std::vector<std::string>& targets, const std::string& given_root,
                                        const DiscoveryOptions& dopt, std::string& first_root) {
   std::set<std::string> roots;
@@ -430,6 +431,13 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   }
   if (roots.empty()) return {};
   first_root = *roots.begin();
+  // Only Python findings read other files' facts: a run over C++ sources
+  // alone reads no context.
+  bool python_target = std::any_of(targets.begin(), targets.end(), [](const std::string& t) {
+    const LanguageFrontend* f = frontend_for(t);
+    return f && f->language() == "python";
+  });
+  if (!python_target) return {};
   std::unordered_set<std::string> named;
   for (const std::string& t : targets) named.insert(normal_absolute(t));
   static bool (*const handles)(const std::string&) = [](const std::string& path) {

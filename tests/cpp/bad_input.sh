@@ -162,4 +162,20 @@ torchleak: error: broken/unreadable/src/train.cpp: WORK/broken/unreadable/compil
 TXT
 fi
 
+case_ "a C++ file in a project of Python files reads none of them (only Python findings use other files' facts)"
+mkdir -p mixed && git -C mixed init -q 2>/dev/null || mkdir -p mixed/.git
+printf 'import torch\n\n\ndef helper(model):\n    model.zero_grad()\n' >mixed/helpers.py
+printf 'import torch\nx = torch.zeros(1)\n' >mixed/other.py
+printf 'int main() { return 0; }\n' >mixed/main.cpp
+tlc check mixed/main.cpp
+expect_rc 0
+expect_out <<'TXT'
+No problems found (1 file analyzed in N s)
+TXT
+tlc check mixed/helpers.py
+expect_rc 0
+expect_out <<'TXT'
+No problems found (1 file analyzed with 1 other file of the project in N s)
+TXT
+
 done_
