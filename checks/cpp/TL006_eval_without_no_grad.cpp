@@ -1,7 +1,10 @@
 // TL006 eval-without-no-grad: a loop that runs a module after `->eval()` (or
 // in a function named like test, evaluate, validate, infer) with autograd
-// enabled and no backward() anywhere in the function: every forward records
-// a graph that nothing frees until its outputs die.
+// enabled and no backward() from the loop on (a training loop before it is
+// another phase): every forward records a graph that nothing frees until its
+// outputs die. A module's own method, or a function returning tensors, is
+// not taken for an evaluation by its name: its caller may differentiate what
+// it computes (`evaluate_actions` of a policy).
 #include <fmt/format.h>
 
 #include <set>
@@ -28,8 +31,11 @@ class EvalWithoutNoGrad final : public Check {
     if (!analyzed_body(fn)) return;
     Semantics sem(*result.Context, options);
     const Stmt* body = fn->getBody();
-    if (!sem.backward_calls(body).empty()) return;
-    bool named_for_evaluation = evaluation_name(fn);
+    std::vector<const CallExpr*> backwards = sem.backward_calls(body);
+    auto* method = dyn_cast<CXXMethodDecl>(fn);
+    bool named_for_evaluation = evaluation_name(fn) && backwards.empty() &&
+                                !(method && is_module_class(method->getParent())) &&
+                                !is_tensor_type(fn->getReturnType()) && !holds_tensors(fn->getReturnType());
     std::vector<const CXXMemberCallExpr*> mode_calls;  // eval() and train(), in source order
     for (const auto& node :
          match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("eval", "train")))).bind("m")), *body,
@@ -46,6 +52,11 @@ class EvalWithoutNoGrad final : public Check {
       if (!direct && !sem.runs_module_through(call)) continue;
       const Stmt* loop = outermost_loop(sem, call);
       if (!loop || reported.count(loop)) continue;
+      // A backward pass in the loop or after it: the loop's graphs are used.
+      bool backpropagated = false;
+      for (const CallExpr* b : backwards)
+        if (!sem.before(b->getBeginLoc(), loop->getBeginLoc())) backpropagated = true;
+      if (backpropagated) continue;
       if (sem.grad_state(call) != GradState::Enabled) continue;
       // The last eval() / train() before the loop sets the mode.
       const CXXMemberCallExpr* mode = nullptr;

@@ -126,6 +126,14 @@ class MentionFinder : public RecursiveASTVisitor<MentionFinder> {
 class NamedDeclCollector : public RecursiveASTVisitor<NamedDeclCollector> {
  public:
   explicit NamedDeclCollector(std::set<const ValueDecl*>& out) : out_(out) {}
+  // What a `.detach()` or `.item<T>()` reads reaches no backward pass
+  // through it: `targets = torch::stack(values).detach()` does not make
+  // `values` feed the loss.
+  bool TraverseCXXMemberCallExpr(CXXMemberCallExpr* e) {
+    const CXXMethodDecl* m = e ? e->getMethodDecl() : nullptr;
+    if (m && m->getIdentifier() && (m->getName() == "detach" || m->getName() == "item")) return true;
+    return RecursiveASTVisitor::TraverseCXXMemberCallExpr(e);
+  }
   bool VisitDeclRefExpr(DeclRefExpr* e) {
     if (isa<VarDecl>(e->getDecl())) out_.insert(e->getDecl());
     return true;
@@ -330,7 +338,8 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
 
 bool Semantics::emptied_in(const ValueDecl* container, const Stmt* loop, const Stmt* except) const {
   for (const auto& def : definitions(container, loop))
-    if (def.statement != except && (def.op == "=" || def.op == "init") && !mentions(def.value, container))
+    if (def.statement != except && (def.op == "=" || def.op == "init") && !mentions(def.value, container) &&
+        !under_condition(def.statement, loop))
       return true;
   using namespace clang::ast_matchers;
   auto calls = match(findAll(cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("clear", "pop_back", "pop_front",
@@ -338,7 +347,8 @@ bool Semantics::emptied_in(const ValueDecl* container, const Stmt* loop, const S
                                  .bind("c")),
                      *loop, ctx_);
   for (const auto& node : calls)
-    if (auto* c = node.getNodeAs<CXXMemberCallExpr>("c"); c && named_decl(c->getImplicitObjectArgument()) == container)
+    if (auto* c = node.getNodeAs<CXXMemberCallExpr>("c");
+        c && named_decl(c->getImplicitObjectArgument()) == container && !under_condition(c, loop))
       return true;
   return false;
 }
@@ -445,6 +455,11 @@ bool Semantics::steps_optimizer(const Stmt* s, int depth) const {
 }
 
 bool Semantics::runs_same_module(const Stmt* loop) const {
+  // A loop in a method of a module (its forward, an `evaluate_actions`) runs
+  // over the time steps or layers of one forward pass, not over data.
+  if (auto* method = dyn_cast_or_null<CXXMethodDecl>(enclosing_function(loop));
+      method && is_module_class(method->getParent()))
+    return false;
   using namespace clang::ast_matchers;
   for (const auto& node : match(findAll(callExpr().bind("c")), *loop, ctx_)) {
     auto* c = node.getNodeAs<CallExpr>("c");
@@ -481,9 +496,9 @@ const Stmt* Semantics::enclosing_loop(const Stmt* s) const {
   return nullptr;
 }
 
-bool Semantics::under_condition(const Stmt* s) const {
+bool Semantics::under_condition(const Stmt* s, const Stmt* within) const {
   const Stmt* child = s;
-  for (const Stmt* p = parent_stmt(s); p; child = p, p = parent_stmt(p)) {
+  for (const Stmt* p = parent_stmt(s); p && child != within; child = p, p = parent_stmt(p)) {
     if (isa<LambdaExpr>(p)) return false;
     if (auto* i = dyn_cast<IfStmt>(p); i && i->getCond() != child && i->getConditionVariableDeclStmt() != child)
       return true;
@@ -810,6 +825,11 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
   auto* call = dyn_cast<CallExpr>(e);
   if (!call) return Provenance::Unknown;
   if (grad_state(call) == GradState::Disabled) return Provenance::Detached;
+  // std::get<1>(out) of a tuple (a module's forward returning several
+  // tensors): a part of the aggregate, taken as the whole.
+  if (const FunctionDecl* f = call->getDirectCallee(); f && f->getIdentifier() && f->isInStdNamespace() &&
+                                                        f->getName() == "get" && call->getNumArgs() == 1)
+    return aggregate(call->getArg(0), depth + 1);
   // Indices and masks (`argmax`, `multinomial`, `eq`) have nothing to
   // differentiate: the names models/torch.toml gives `grad = "none"` (the
   // clang-tidy module, which shares these checks, cannot read the models).

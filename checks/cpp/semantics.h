@@ -96,7 +96,9 @@ class Semantics {
   const clang::FunctionDecl* enclosing_function(const clang::Stmt* s) const;
   // Whether `s` runs only under a condition of its function: in a branch of
   // an if, switch or ?:, or the right operand of && or || (a debug flag).
-  bool under_condition(const clang::Stmt* s) const;
+  // With `within`, only the conditions inside that statement count (a reset
+  // under an `if` of the loop body runs periodically, not every iteration).
+  bool under_condition(const clang::Stmt* s, const clang::Stmt* within = nullptr) const;
   // Whether `inner` lies within `outer`'s source range.
   bool within(const clang::Stmt* inner, const clang::Stmt* outer) const;
   bool within(const clang::Decl* inner, const clang::Stmt* outer) const;
@@ -108,7 +110,9 @@ class Semantics {
   // Whether `loop` starts `container` afresh: clear(), pop_back(), pop_front(),
   // erase(), swap() or resize() on it, or an assignment (other than
   // `except`) of a value that does not read it (`acc = torch::cat({acc, x})`
-  // keeps growing; `losses = {}` empties).
+  // keeps growing; `losses = {}` empties), on every iteration: a reset under
+  // a condition of the loop (`if (steps.size() == 2048) steps.clear();`) is
+  // periodic and keeps what the iterations in between stored.
   bool emptied_in(const clang::ValueDecl* container, const clang::Stmt* loop,
                   const clang::Stmt* except = nullptr) const;
 
