@@ -18,6 +18,9 @@ namespace {
 
 constexpr int kMaxDepth = 8;
 
+// Defined with the provenance below: Attached wins, then Unknown.
+Provenance merge(Provenance a, Provenance b);
+
 // The index of the argument `call` passes for `fn`'s first parameter: 1 when
 // argument 0 is the object (a member operator, a lambda's or a
 // std::function's operator()), else 0.
@@ -334,6 +337,85 @@ const Stmt* Semantics::parent_stmt(const Stmt* s, const Decl** decl_parent) cons
     parents = ctx_.getParents(p);
   }
   return nullptr;
+}
+
+std::optional<Provenance> Semantics::element_provenance(const Expr* tuple, uint64_t index, int depth) const {
+  const Expr* s = strip(tuple);
+  if (!s || depth > kMaxDepth) return std::nullopt;
+  // A local tuple: what it was initialized with, when never reassigned.
+  if (auto* ref = dyn_cast<DeclRefExpr>(s)) {
+    auto* v = dyn_cast<VarDecl>(ref->getDecl());
+    if (!v || !v->isLocalVarDecl() || isa<ParmVarDecl>(v) || !v->getInit()) return std::nullopt;
+    for (const Definition& def : definitions(v, enclosing_body(ref)))
+      if (def.op != "init") return std::nullopt;
+    return element_provenance(v->getInit(), index, depth + 1);
+  }
+  // make_tuple(a, b) or a tuple built from its elements.
+  auto part = [&](const Expr* built) -> const Expr* {
+    built = strip(built);
+    if (auto* c = dyn_cast<CallExpr>(built)) {
+      const FunctionDecl* f = c->getDirectCallee();
+      if (f && f->getIdentifier() && f->isInStdNamespace() &&
+          (f->getName() == "make_tuple" || f->getName() == "make_pair"))
+        return index < c->getNumArgs() ? c->getArg(index) : nullptr;
+      return nullptr;
+    }
+    if (auto* k = dyn_cast<CXXConstructExpr>(built); k && k->getNumArgs() >= 2)
+      return index < k->getNumArgs() ? k->getArg(index) : nullptr;
+    if (auto* l = dyn_cast<InitListExpr>(built); l && l->getNumInits() >= 2)
+      return index < l->getNumInits() ? l->getInit(index) : nullptr;
+    return nullptr;
+  };
+  if (const Expr* e = part(s)) return provenance_at_depth(e, depth + 1);
+  auto* call = dyn_cast<CallExpr>(s);
+  const FunctionDecl* definition = call ? program_function(call) : nullptr;
+  if (!definition || definition->isDependentContext()) return std::nullopt;
+  for (const Frame& f : frames_)
+    if (f.function == definition) return std::nullopt;  // recursion
+  using namespace clang::ast_matchers;
+  std::optional<Provenance> out;
+  bool every_return_spelled = true;
+  frames_.push_back({definition, call});
+  for (const auto& node : match(findAll(returnStmt().bind("r")), *definition->getBody(), ctx_)) {
+    auto* r = node.getNodeAs<ReturnStmt>("r");
+    if (!r || !r->getRetValue() || enclosing_function(r) != definition) continue;
+    const Expr* e = part(r->getRetValue());
+    if (!e) {
+      every_return_spelled = false;
+      break;
+    }
+    Provenance p = provenance_at_depth(e, depth + 1);
+    out = out ? merge(*out, p) : p;
+  }
+  frames_.pop_back();
+  if (!every_return_spelled) return std::nullopt;
+  return out;
+}
+
+bool Semantics::registered_parameter(const FieldDecl* field) const {
+  auto* record = dyn_cast<CXXRecordDecl>(field->getParent());
+  if (!record || !record->hasDefinition() || !is_module_class(record)) return false;
+  // register_parameter(name, tensor, requires_grad = true)
+  auto registers = [](const Expr* value) {
+    auto* call = dyn_cast_or_null<CXXMemberCallExpr>(strip(value));
+    const CXXMethodDecl* m = call ? call->getMethodDecl() : nullptr;
+    if (!m || !m->getIdentifier() || m->getName() != "register_parameter") return false;
+    if (call->getNumArgs() >= 3 && !isa<CXXDefaultArgExpr>(call->getArg(2)))
+      if (auto* b = dyn_cast<CXXBoolLiteralExpr>(call->getArg(2)->IgnoreParenImpCasts()); b && !b->getValue())
+        return false;
+    return true;
+  };
+  for (const CXXConstructorDecl* ctor : record->ctors())
+    for (const CXXCtorInitializer* init : ctor->inits())
+      if (init->getMember() == field && registers(init->getInit())) return true;
+  using namespace clang::ast_matchers;
+  for (const CXXMethodDecl* method : record->methods()) {
+    const Stmt* body = method->hasBody() ? method->getBody() : nullptr;
+    if (!body) continue;
+    for (const Definition& def : definitions(field, body))
+      if ((def.op == "=" || def.op == "init") && registers(def.value)) return true;
+  }
+  return false;
 }
 
 bool Semantics::emptied_in(const ValueDecl* container, const Stmt* loop, const Stmt* except) const {
@@ -822,14 +904,30 @@ Provenance Semantics::provenance_at_depth(const Expr* e, int depth) const {
   }
   if (auto* construct = dyn_cast<CXXConstructExpr>(e))
     return construct->getNumArgs() == 0 ? Provenance::Detached : Provenance::Unknown;
+  // A module's parameter (`log_std_ = register_parameter(...)`): a leaf that
+  // requires grad, so what is computed from it with autograd on has history.
+  if (auto* member = dyn_cast<MemberExpr>(e)) {
+    auto* field = dyn_cast<FieldDecl>(member->getMemberDecl());
+    if (field && registered_parameter(field)) return grad_state(e) == GradState::Disabled ? Provenance::Detached
+                                                                                          : Provenance::Attached;
+    return Provenance::Unknown;
+  }
   auto* call = dyn_cast<CallExpr>(e);
   if (!call) return Provenance::Unknown;
   if (grad_state(call) == GradState::Disabled) return Provenance::Detached;
   // std::get<1>(out) of a tuple (a module's forward returning several
   // tensors): a part of the aggregate, taken as the whole.
   if (const FunctionDecl* f = call->getDirectCallee(); f && f->getIdentifier() && f->isInStdNamespace() &&
-                                                        f->getName() == "get" && call->getNumArgs() == 1)
+                                                        f->getName() == "get" && call->getNumArgs() == 1) {
+    // The element itself when the tuple comes from a function of the file
+    // whose returns spell their elements (`return {action, value};`).
+    const TemplateArgumentList* args = f->getTemplateSpecializationArgs();
+    if (args && args->size() >= 1 && args->get(0).getKind() == TemplateArgument::Integral)
+      if (std::optional<Provenance> p =
+              element_provenance(call->getArg(0), args->get(0).getAsIntegral().getZExtValue(), depth + 1))
+        return *p;
     return aggregate(call->getArg(0), depth + 1);
+  }
   // Indices and masks (`argmax`, `multinomial`, `eq`) have nothing to
   // differentiate: the names models/torch.toml gives `grad = "none"` (the
   // clang-tidy module, which shares these checks, cannot read the models).

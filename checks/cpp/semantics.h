@@ -12,6 +12,7 @@
 #include <clang/AST/ExprCXX.h>
 #include <clang/AST/Stmt.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,13 @@ class Semantics {
   // when it is none or not one only (see program_function).
   const clang::FunctionDecl* held_callable(const clang::Expr* e, int depth) const;
   const clang::FunctionDecl* program_definition(const clang::FunctionDecl* callee) const;
+  // Whether a module's field holds one of its parameters (assigned from
+  // register_parameter, not with requires_grad false).
+  bool registered_parameter(const clang::FieldDecl* field) const;
+  // The history of element `index` of a tuple: the element a local's
+  // initializer, make_tuple or every return of the file's function it comes
+  // from spells; nullopt when some return does not spell its elements.
+  std::optional<Provenance> element_provenance(const clang::Expr* tuple, uint64_t index, int depth) const;
   const clang::Stmt* parent_stmt(const clang::Stmt* s, const clang::Decl** decl_parent = nullptr) const;
 
   clang::ASTContext& ctx_;
