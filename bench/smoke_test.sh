@@ -39,5 +39,15 @@ rc=$?
 [ "$rc" = 2 ] || fail "--select TL99 exited with $rc, not 2"
 grep -q '^torchleak_bench: --select: no rule TL99$' <<<"$out" || fail "--select TL99 says: $out"
 
+# The cache benchmark (bench/cache.sh): its table, on two copies of the examples.
+if command -v bc >/dev/null; then
+  out=$(bash "$src/bench/cache.sh" "$torchleak" examples --runs 1 --copies 2 2>&1) || fail "cache.sh exited with $?: $out"
+  grep -q '^project: 6 Python files (2 copies of .*examples); changed file: copy1/' <<<"$out" ||
+    fail "cache.sh names the wrong project: $out"
+  for row in "cold" "fill .*x  at most 1.05x" "warm .*%  at most 10%" "one .*%  at most 5%"; do
+    grep -Eq "^$row" <<<"$out" || fail "no '$row' row in: $out"
+  done
+fi
+
 [ "$failures" = 0 ] && echo "bench smoke: all passed"
 exit $((failures > 0))

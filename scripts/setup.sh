@@ -12,13 +12,14 @@ if [ "$preset" = "--deps-only" ]; then
   packages=(
     build-essential cmake ninja-build pkg-config git python3-venv
     libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev libgit2-dev libxxhash-dev
+    libcereal-dev
   )
 else
   # Debian packages: the toolchain and every library torchleak links against.
   packages=(
     build-essential cmake ninja-build pkg-config git
     libtree-sitter-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev libfmt-dev
-    libgit2-dev libxxhash-dev libgtest-dev libdtl-dev libmimalloc-dev jq
+    libgit2-dev libxxhash-dev libcereal-dev libgtest-dev libdtl-dev libmimalloc-dev jq
     libclang-14-dev llvm-14-dev clang-14 clang-tools-14 clang-tidy-14 clang-format-14 clangd-14 libtorch-dev
     # libFuzzer's runtime (libclang_rt.fuzzer) for the fuzz preset: clang-14 only recommends it.
     libclang-rt-14-dev

@@ -14,7 +14,7 @@ presets=${TORCHLEAK_TEST_PRESETS:-dev asan fuzz packaging}
 # python3-torch: the runtime oracle;
 # python3: the accuracy scorer (tools/accuracy/score.py); python3-hatchling, python3-build,
 # python3-venv, pipx: the packaging test.
-TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim bazel-bootstrap python3 python3-torch python3-numpy python3-hatchling python3-build \
+TORCHLEAK_EXTRA_PACKAGES="pre-commit neovim bc bazel-bootstrap python3 python3-torch python3-numpy python3-hatchling python3-build \
 python3-venv pipx ${TORCHLEAK_EXTRA_PACKAGES:-}" scripts/setup.sh dev
 
 for preset in $presets; do

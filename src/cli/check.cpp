@@ -21,7 +21,7 @@
 #include "core/config_file.h"
 #include "core/engine.h"
 #include "core/discovery.h"
-#include "core/facts_cache.h"
+#include "core/analysis_cache.h"
 #include "core/fixer.h"
 #include "report/report.h"
 
@@ -382,7 +382,7 @@ void add_check_options(CLI::App& cmd, CheckArgs& a) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->excludes(isolated);
-  cmd.add_flag("--no-cache", a.no_cache, "Read and write no cache of the project's facts");
+  cmd.add_flag("--no-cache", a.no_cache, "Read and write no cache of the files' facts and findings");
   cmd.add_option("--cache-dir", a.cache_dir,
                  "Keep the cache here (default: $TORCHLEAK_CACHE_DIR, else .torchleak_cache at the project's root)");
   cmd.add_flag("--report-unused-suppressions", a.report_unused_suppressions,
@@ -564,9 +564,9 @@ int run_check(const CheckArgs& given) {
   }
 
   if (a.verbose)
-    fmt::print(stderr, "torchleak: verbose: {} file{} analyzed, {} other file{} of the project read for {} ({} from the "
-               "cache{}), in {:.2f} s\n",
-               result.files_analyzed, result.files_analyzed == 1 ? "" : "s", result.context_files,
+    fmt::print(stderr, "torchleak: verbose: {} file{} checked ({} from the cache), {} other file{} of the project read "
+               "for {} ({} from the cache{}), in {:.2f} s\n",
+               result.files_analyzed, result.files_analyzed == 1 ? "" : "s", result.cached_findings, result.context_files,
                result.context_files == 1 ? "" : "s", result.context_files == 1 ? "its facts" : "their facts",
                result.cached_files, result.cache_dir.empty() ? ": none" : " in " + result.cache_dir, result.seconds);
   if (fixed && !a.quiet) print_fix_summary(*fixed, result.diagnostics, a.unsafe_fixes);
@@ -639,7 +639,7 @@ int run_clean(const CleanArgs& a) {
     if (!root.empty()) roots.insert(root);
   }
   size_t removed = 0;
-  for (const std::string& root : roots) removed += clean_facts_cache(root);
+  for (const std::string& root : roots) removed += clean_analysis_cache(root);
   fmt::print("torchleak: removed {} cache {}\n", removed, removed == 1 ? "entry" : "entries");
   return 0;
 }

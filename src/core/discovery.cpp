@@ -3,6 +3,7 @@
 
 #include <fnmatch.h>
 #include <git2.h>
+#include <git2/sys/repository.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -92,8 +93,27 @@ class IgnoreRules {
   git_repository* repository_for(const fs::path& dir) {
     auto it = repos_by_dir_.find(dir.string());
     if (it != repos_by_dir_.end()) return it->second;
+    // A subdirectory of a known work tree that holds no repository of its
+    // own (no .git entry: not a submodule, not a nested repository) belongs
+    // to its parent's: one stat instead of opening the repository again.
+    if (dir.has_relative_path()) {
+      auto parent = repos_by_dir_.find(dir.parent_path().string());
+      std::error_code ec;
+      if (parent != repos_by_dir_.end() && parent->second && !fs::exists(dir / ".git", ec) && !ec)
+        return repos_by_dir_[dir.string()] = parent->second;
+    }
     git_repository* repo = nullptr;
     if (git_repository_open_ext(&repo, dir.c_str(), 0, nullptr) != 0) repo = nullptr;
+    // The configuration as it is now: libgit2 otherwise checks every
+    // configuration file for changes on each question.
+    if (repo) {
+      git_config* config = nullptr;
+      git_config* snapshot = nullptr;
+      if (git_repository_config(&config, repo) == 0 && git_config_snapshot(&snapshot, config) == 0)
+        git_repository_set_config(repo, snapshot);
+      git_config_free(snapshot);
+      git_config_free(config);
+    }
     // Share one object per work tree.
     if (repo) {
       const char* wd = git_repository_workdir(repo);

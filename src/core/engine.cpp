@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -20,7 +21,7 @@
 
 #include "core/config_file.h"
 #include "core/discovery.h"
-#include "core/facts_cache.h"
+#include "core/analysis_cache.h"
 #include "core/notebook.h"
 #include "core/project_index.h"
 #include "core/suppression.h"
@@ -126,6 +127,19 @@ struct Slot {
   // A notebook: its cells and its text, to place the findings in cells.
   std::shared_ptr<const Notebook> notebook;
   std::string notebook_text;
+  // The analysis cache (core/analysis_cache.h). `cacheable`: a Python file
+  // on disk in a run with a cache, whose analysis is stored. `entry`: its
+  // current entry (the file was not analyzed; its facts and findings come
+  // from there). `findings`: the findings reported as they are, from the entry.
+  bool cacheable = false;
+  std::optional<AnalysisCache::Entry> entry;
+  std::optional<CachedFindings> findings;
+  std::optional<FileStamp> stamp;  // taken before the file was read
+  uint64_t content = 0;            // the hash of the text analyzed
+  std::vector<std::string> reads;  // the files the analysis read through imports
+  EncodedFacts encoded;            // the facts as entries hold them, with their digest
+  bool depends_on_project = false; // the analysis deferred findings to the project's facts
+  std::optional<CachedFindings> store_findings;  // a named file's findings, to be stored
 };
 
 void analyze_program(const SourceFile& file, const LanguageFrontend& frontend, const Config& config, Slot& slot);
@@ -249,27 +263,6 @@ void analyze_program(const SourceFile& file, const LanguageFrontend& frontend_re
   }
 }
 
-// analyze_one with the facts cache: a context file's facts come from its
-// entry when current; a Python file's facts go into the cache (a named
-// file's only when its entry is not current), for the runs where it is context.
-void analyze_with_cache(const SourceFile& file, const FactsCache& cache, Slot& slot) {
-  if (slot.context) {
-    if (auto facts = cache.load(file.path, file.text, *slot.config)) {
-      slot.result.path = file.path;
-      slot.result.facts = std::move(*facts);
-      slot.cached = true;
-      return;
-    }
-  }
-  FileReads reads;
-  analyze_one(file, *slot.config, slot);
-  const LanguageFrontend* frontend = frontend_for(file.path);
-  bool python = frontend && frontend->language() == "python";
-  if (python && !slot.result.error && !cache.dir().empty() &&
-      (slot.context || !cache.load(file.path, file.text, *slot.config)))
-    cache.store(file.path, file.text, *slot.config, slot.result.facts, reads.files());
-}
-
 unsigned effective_jobs(unsigned jobs) {
   if (jobs) return jobs;
   unsigned hw = std::thread::hardware_concurrency();
@@ -305,9 +298,19 @@ void filter_file(Slot& s, std::vector<Diagnostic>& found, bool report_unused, Ru
     if (!suppressions.suppresses(d, *unused_rule)) found.push_back(std::move(d));
 }
 
+// What, besides the entry's name, changes a named file's findings: how it
+// was named (paths are reported as given) and whether unused suppressions
+// are reported.
+std::string circumstances(const std::string& path, bool report_unused) {
+  return path + (report_unused ? "\n+unused" : "\n");
+}
+
 // Second phase: facts into the index, deferred findings resolved, filters.
+// A slot with findings from the cache reports them as they are; a cacheable
+// slot analyzed now keeps its findings to be stored, with `project` (the
+// digest of the project's facts) when they depended on it.
 RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact> given = {},
-                 bool keep_facts = false) {
+                 bool keep_facts = false, uint64_t project = 0) {
   RunResult out;
   ProjectIndex index;
   if (keep_facts)
@@ -338,7 +341,15 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact>
       continue;
     }
     ++out.files_analyzed;
+    if (s.findings) {
+      ++out.cached_findings;
+      out.lines_analyzed += s.findings->lines;
+      for (auto& n : s.findings->notes) out.notes.push_back({s.result.path, std::move(n)});
+      for (auto& d : s.findings->diagnostics) out.diagnostics.push_back(std::move(d));
+      continue;
+    }
     out.lines_analyzed += s.lines;
+    size_t notes_before = out.notes.size();
     for (auto& n : s.result.notes) out.notes.push_back({s.result.path, n});
     std::vector<Diagnostic> found = std::move(s.result.diagnostics);
     for (auto& dd : s.result.deferred) {
@@ -346,6 +357,15 @@ RunResult finish(std::vector<Slot>& slots, bool report_unused, std::vector<Fact>
     }
     filter_file(s, found, report_unused, out);
     if (s.notebook) place_in_cells(*s.notebook, s.notebook_text, found);
+    if (s.cacheable) {
+      CachedFindings kept;
+      kept.project = s.depends_on_project ? project : 0;
+      kept.circumstances = circumstances(s.result.path, report_unused);
+      kept.lines = static_cast<uint32_t>(s.lines);
+      for (size_t i = notes_before; i < out.notes.size(); ++i) kept.notes.push_back(out.notes[i].message);
+      kept.diagnostics = found;
+      s.store_findings = std::move(kept);
+    }
     for (auto& d : found) out.diagnostics.push_back(std::move(d));
   }
   std::sort(out.diagnostics.begin(), out.diagnostics.end(), diagnostic_less);
@@ -416,12 +436,118 @@ ReadStatus read_file(const std::string& path, uint64_t max_size, std::string& te
   return ReadStatus::Ok;
 }
 
+// Whether the analysis of a file can be kept in the analysis cache: a Python
+// source (a notebook's findings are placed in its cells, and its facts in
+// the index with them: it is analyzed every time).
+bool cacheable_language(const std::string& path) {
+  const LanguageFrontend* f = frontend_for(path);
+  return f && f->language() == "python" && !is_notebook_path(path);
+}
+
+// Analyzes `file` into `slot` (first phase), remembering what the analysis
+// cache stores: the files it read, whether it deferred findings, its facts
+// encoded (when `encode`).
+void analyze_fresh(const SourceFile& file, Slot& slot, bool encode) {
+  FileReads reads;
+  analyze_one(file, *slot.config, slot);
+  slot.reads = reads.files();
+  slot.content = content_hash(file.text);
+  slot.depends_on_project = !slot.result.deferred.empty();
+  if (encode) slot.encoded = encode_facts(slot.result.facts);
+}
+
+// Reads the file of `slot` into `text`: false (and the slot says why) when
+// it cannot be read or is skipped.
+bool read_into(const std::string& path, uint64_t max_size, Slot& slot, std::string& text) {
+  std::string why;
+  switch (read_file(path, max_size, text, why)) {
+    case ReadStatus::Ok: return true;
+    case ReadStatus::Failed:
+      slot.result.path = path;
+      slot.result.error = why;
+      return false;
+    case ReadStatus::TooLarge:
+      slot.result.path = path;
+      slot.skipped = why;
+      return false;
+  }
+  return false;
+}
+
+// First phase for one file on disk, with the analysis cache: a current entry
+// stands for the analysis (the file is not even read when its stamp says it
+// is unchanged); otherwise the file is analyzed.
+void analyze_on_disk(const std::string& path, uint64_t max_size, const AnalysisCache& cache, Slot& slot) {
+  slot.result.path = path;
+  slot.cacheable = !cache.dir().empty() && cacheable_language(path);
+  SourceFile file{path, {}};
+  std::optional<bool> read;
+  auto text = [&]() -> const std::string* {
+    if (!read) read = read_into(path, max_size, slot, file.text);
+    return *read ? &file.text : nullptr;
+  };
+  if (slot.cacheable) {
+    slot.stamp = stamp_of(path);
+    if (auto entry = cache.load(path, slot.stamp, text, *slot.config)) {
+      slot.entry = std::move(entry);
+      slot.encoded.digest = slot.entry->facts_digest();
+      slot.cached = slot.context;
+      return;
+    }
+  }
+  if (!text()) return;
+  analyze_fresh(file, slot, !cache.dir().empty());
+}
+
+// The files an analysis read, for AnalysisCache::store (hashed as it stores them).
+std::vector<std::pair<std::string, std::optional<uint64_t>>> read_list(const std::vector<std::string>& reads) {
+  std::vector<std::pair<std::string, std::optional<uint64_t>>> out;
+  for (const auto& r : reads) out.emplace_back(r, std::nullopt);
+  return out;
+}
+
+// The digest of everything the second phase reads: each file's path and
+// facts (and a notebook's cells), the facts given by other shards.
+uint64_t project_digest(const std::vector<Slot>& slots, const std::vector<Fact>& given) {
+  std::vector<const Slot*> order;
+  for (const auto& s : slots)
+    if (!s.result.error && s.skipped.empty()) order.push_back(&s);
+  std::sort(order.begin(), order.end(), [](const Slot* a, const Slot* b) { return a->result.path < b->result.path; });
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  auto add = [&](const void* data, size_t size) { XXH3_64bits_update(state, data, size); };
+  auto add_text = [&](std::string_view text) {
+    uint64_t n = text.size();
+    add(&n, sizeof n);
+    add(text.data(), text.size());
+  };
+  for (const Slot* s : order) {
+    add_text(s->result.path);
+    add(&s->encoded.digest, sizeof s->encoded.digest);
+    if (s->notebook)
+      for (const auto& c : s->notebook->cells) {
+        add(&c.number, sizeof c.number);
+        add(&c.first_line, sizeof c.first_line);
+      }
+  }
+  for (const Fact& f : given) {
+    for (std::string_view part : {std::string_view(f.kind), std::string_view(f.key), std::string_view(f.file)})
+      add_text(part);
+    add(&f.line, sizeof f.line);
+    for (const auto& v : f.values) add_text(v);
+  }
+  uint64_t digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return digest;
+}
+
 // The Python files of the projects the targets belong to that are not
 // targets themselves: read for the facts they give (a helper file's
 // zero_grad, a wrap in DataParallel in another script). None when no target
 // is Python (a notebook is analyzed as Python).
-std::vector<std::string> context_files(const std::vector<std::string>& targets, const std::string& given_root,
-                                       const DiscoveryOptions& dopt, std::string& first_root) {
+std::vector<std::string> context_files(const std::vector<std::string>& targets, const std::vector<std::string>& named,
+                                       const std::string& given_root, const DiscoveryOptions& dopt,
+                                       std::string& first_root) {
   std::set<std::string> roots;
   if (!given_root.empty()) {
     roots.insert(given_root);
@@ -431,6 +557,19 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   }
   if (roots.empty()) return {};
   first_root = *roots.begin();
+  // A root named itself, or under a named directory: its files are all named.
+  std::vector<std::string> named_dirs;
+  for (const std::string& t : named) {
+    std::error_code ec;
+    if (fs::is_directory(t, ec)) named_dirs.push_back(normal_absolute(t));
+  }
+  std::erase_if(roots, [&](const std::string& root) {
+    std::string r = normal_absolute(root);
+    return std::any_of(named_dirs.begin(), named_dirs.end(), [&](const std::string& d) {
+      return r == d || (r.size() > d.size() && r.compare(0, d.size(), d) == 0 && (d.back() == '/' || r[d.size()] == '/'));
+    });
+  });
+  if (roots.empty()) return {};
   // Only Python findings read other files' facts: a run over C++ sources
   // alone reads no context.
   bool python_target = std::any_of(targets.begin(), targets.end(), [](const std::string& t) {
@@ -438,8 +577,8 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
     return f && f->language() == "python";
   });
   if (!python_target) return {};
-  std::unordered_set<std::string> named;
-  for (const std::string& t : targets) named.insert(normal_absolute(t));
+  std::unordered_set<std::string> targeted;
+  for (const std::string& t : targets) targeted.insert(normal_absolute(t));
   static bool (*const handles)(const std::string&) = [](const std::string& path) {
     const LanguageFrontend* f = frontend_for(path);
     return f && f->language() == "python" && !is_notebook_path(path);  // a notebook is imported by none
@@ -447,7 +586,7 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   DiscoveredFiles all = discover(std::vector<std::string>(roots.begin(), roots.end()), dopt, handles);
   std::vector<std::string> out;
   for (const std::string& f : all.files)
-    if (!named.count(normal_absolute(f))) out.push_back(f);
+    if (!targeted.count(normal_absolute(f))) out.push_back(f);
   return out;
 }
 
@@ -547,10 +686,10 @@ RunResult run(const RunOptions& options) {
     }
   }
   if (options.project_context && options.facts_files.empty() && !files.empty()) {
-    for (const std::string& f : context_files(found.files, options.project_root, dopt, root)) files.push_back(f);
+    for (const std::string& f : context_files(found.files, on_disk, options.project_root, dopt, root)) files.push_back(f);
   }
   std::string cache_dir = options.use_cache ? cache_root(options.cache_dir, root) : std::string();
-  FactsCache cache(cache_dir);
+  AnalysisCache cache(cache_dir);
   std::vector<Slot> slots(files.size());
   for (size_t i = 0; i < slots.size() && fatal.empty(); ++i) {
     slots[i].context = i >= targets;
@@ -565,29 +704,72 @@ RunResult run(const RunOptions& options) {
     out.fatal = std::move(fatal);
     return out;
   }
-  parallel_for(files.size(), effective_jobs(options.jobs), [&](size_t i) {
+  unsigned jobs = effective_jobs(options.jobs);
+  bool caching = !cache.dir().empty();
+  // First phase: each file analyzed, or its current cache entry taken.
+  parallel_for(files.size(), jobs, [&](size_t i) {
     const std::string& path = files[i];
-    SourceFile file{path, {}};
     if (auto ov = options.overlays.find(path); ov != options.overlays.end()) {
-      file.text = ov->second;
-    } else {
-      std::string why;
-      switch (read_file(path, options.max_file_size, file.text, why)) {
-        case ReadStatus::Ok: break;
-        case ReadStatus::Failed:
-          slots[i].result.path = path;
-          slots[i].result.error = why;
-          return;
-        case ReadStatus::TooLarge:
-          slots[i].result.path = path;
-          slots[i].skipped = why;
-          return;
-      }
+      analyze_fresh(SourceFile{path, ov->second}, slots[i], caching);
+      return;
     }
-    analyze_with_cache(file, cache, slots[i]);
+    analyze_on_disk(path, options.max_file_size, cache, slots[i]);
   }, options.cancel);
-  cache.trim();
-  RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts);
+  bool cancelled = options.cancel && options.cancel->load();
+  // The named files whose findings the cache holds for this project as it
+  // is now are reported from it; the others are analyzed (again), and then
+  // every file's facts are needed to resolve their deferred findings.
+  uint64_t project = caching ? project_digest(slots, given) : 0;
+  std::vector<size_t> again;
+  bool resolve = false;
+  for (size_t i = 0; i < targets && !cancelled; ++i) {
+    Slot& s = slots[i];
+    if (!s.entry) {
+      resolve = resolve || s.depends_on_project;
+      continue;
+    }
+    std::optional<CachedFindings> f = s.entry->findings();
+    if (f && f->circumstances == circumstances(s.result.path, options.report_unused_suppressions) &&
+        (f->project == 0 || f->project == project)) {
+      s.findings = std::move(f);
+    } else {
+      again.push_back(i);
+      resolve = true;
+    }
+  }
+  parallel_for(again.size(), jobs, [&](size_t k) {
+    Slot& s = slots[again[k]];
+    SourceFile file{s.result.path, {}};
+    s.stamp = stamp_of(file.path);
+    if (!read_into(file.path, options.max_file_size, s, file.text)) return;
+    s.entry.reset();
+    analyze_fresh(file, s, true);
+  }, options.cancel);
+  if (resolve || options.keep_facts) {
+    parallel_for(slots.size(), jobs, [&](size_t i) {
+      if (slots[i].entry) slots[i].result.facts = slots[i].entry->facts();
+    }, options.cancel);
+  }
+  RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts, project);
+  // What was analyzed goes into the cache, findings with it for named files;
+  // an entry whose file was only touched gets the file's new stamp.
+  if (caching && !cancelled) {
+    parallel_for(slots.size(), jobs, [&](size_t i) {
+      Slot& s = slots[i];
+      if (!s.cacheable || s.result.error || !s.skipped.empty()) return;
+      if (!s.entry) {
+        cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, read_list(s.reads),
+                    s.store_findings ? &*s.store_findings : nullptr);
+      } else if (s.entry->restamp()) {
+        std::vector<std::pair<std::string, std::optional<uint64_t>>> reads;
+        for (const auto& [r, h] : s.entry->reads()) reads.emplace_back(r, h);
+        std::optional<CachedFindings> f = s.entry->findings();
+        cache.store(s.result.path, s.stamp, s.entry->content(), *s.config, s.entry->encoded_facts(), reads,
+                    f ? &*f : nullptr);
+      }
+    });
+    cache.trim();
+  }
   out.cache_dir = cache_dir;
   for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
   std::sort(out.errors.begin(), out.errors.end(),
@@ -638,24 +820,23 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
     slots[files.size() + i].config = context_configs.at(i);
     slots[files.size() + i].context = true;
   }
-  FactsCache cache(cache_root);
+  AnalysisCache cache(cache_root);
   parallel_for(slots.size(), effective_jobs(jobs), [&](size_t i) {
     if (i < files.size()) {
       analyze_one(files[i], *slots[i].config, slots[i]);
       return;
     }
-    const std::string& path = context[i - files.size()];
-    SourceFile file{path, {}};
-    std::string why;
-    if (read_file(path, kDefaultMaxFileSize, file.text, why) != ReadStatus::Ok) {
-      slots[i].result.path = path;
-      slots[i].result.error = why;
-      return;
-    }
-    analyze_with_cache(file, cache, slots[i]);
+    analyze_on_disk(context[i - files.size()], kDefaultMaxFileSize, cache, slots[i]);
+    if (slots[i].entry) slots[i].result.facts = slots[i].entry->facts();
+  }, nullptr);
+  RunResult out = finish(slots, false);
+  // The context files analyzed now go into the cache (their facts).
+  parallel_for(slots.size(), effective_jobs(jobs), [&](size_t i) {
+    const Slot& s = slots[i];
+    if (s.cacheable && !s.entry && !s.result.error && s.skipped.empty())
+      cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, read_list(s.reads), nullptr);
   }, nullptr);
   cache.trim();
-  RunResult out = finish(slots, false);
   out.cache_dir = cache_root;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

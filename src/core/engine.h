@@ -43,7 +43,7 @@ struct RunOptions {
   // count, the findings are those of the named files. False: the named files alone.
   bool project_context = true;
   std::string project_root;
-  // The facts cache (core/facts_cache.h): in `cache_dir` when given, else in
+  // The facts cache (core/analysis_cache.h): in `cache_dir` when given, else in
   // $TORCHLEAK_CACHE_DIR, else in .torchleak_cache at the project's root;
   // entries under its `facts` directory. `use_cache` false: none.
   bool use_cache = true;
@@ -78,6 +78,7 @@ struct RunResult {
   size_t files_analyzed = 0;
   size_t context_files = 0;  // other files of the project read for their facts
   size_t cached_files = 0;   // ... of which the facts came from the cache
+  size_t cached_findings = 0;  // named files whose findings came from the cache
   std::string cache_dir;     // the facts cache used, "" for none
   std::vector<Fact> facts;   // the named files' facts, with RunOptions::keep_facts
   // With RunOptions::list_only: the files that would be analyzed, and the
@@ -115,7 +116,7 @@ RunResult run_sources(const std::vector<SourceFile>& files, const std::vector<co
 // Analyzes in-memory `files` (the editor's buffers; configs[i] for files[i])
 // in the context of the other files of their project (`context`, read from
 // disk, with context_configs[i]): their facts count, from the facts cache at
-// `cache_root` when current (core/facts_cache.h; "" for none), and only the
+// `cache_root` when current (core/analysis_cache.h; "" for none), and only the
 // findings of `files` are reported.
 RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector<const Config*>& configs,
                          const std::vector<std::string>& context, const std::vector<const Config*>& context_configs,

@@ -1,7 +1,7 @@
 #include "cpp/pch.h"
 
 #include "core/config_file.h"
-#include "core/facts_cache.h"
+#include "core/analysis_cache.h"
 
 #include <clang/Basic/SourceManager.h>
 #include <clang/Basic/Version.h>

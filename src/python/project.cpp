@@ -1,6 +1,6 @@
 #include "python/project.h"
 
-#include "core/facts_cache.h"
+#include "core/analysis_cache.h"
 
 #include <algorithm>
 #include <chrono>

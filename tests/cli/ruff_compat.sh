@@ -238,7 +238,7 @@ ERR=$(sed -E 's/in [0-9]+\.[0-9]+ s$/in N s/' <<<"$ERR")
 expect_err <<'TXT'
 torchleak: verbose: proj/eval.py: settings from the defaults
 torchleak: verbose: proj/train.py: settings from the defaults
-torchleak: verbose: 2 files analyzed, 0 other files of the project read for their facts (0 from the cache: none), in N s
+torchleak: verbose: 2 files checked (0 from the cache), 0 other files of the project read for their facts (0 from the cache: none), in N s
 TXT
 
 case_ "an unknown command names the known ones"

@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <cstdlib>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include "core/discovery.h"
 #include "core/engine.h"
-#include "core/facts_cache.h"
+#include "core/analysis_cache.h"
 
 namespace torchleak {
 namespace {
@@ -146,6 +147,100 @@ class Owner(nn.Module):
   EXPECT_EQ(r.cached_files, 3u);  // not attention.py (changed), not owner.py (read it)
 }
 
+// Every field of every finding, as a reporter could show it.
+std::string everything(const RunResult& r) {
+  std::string out;
+  for (const auto& d : r.diagnostics) {
+    out += d.rule_id + "|" + d.path + "|" + std::to_string(d.start.line) + ":" + std::to_string(d.start.column) + "-" +
+           std::to_string(d.end.line) + ":" + std::to_string(d.end.column) + "|" + std::to_string(d.start_byte) + "-" +
+           std::to_string(d.end_byte) + "|" + d.message + "|" + d.help + "|" + d.source_line + "|" +
+           d.end_source_line + "|" + d.context + "|" + d.snippet;
+    if (d.fix) {
+      out += "|fix " + d.fix->title + (d.fix->safety == FixSafety::Safe ? " safe" : " unsafe");
+      for (const auto& e : d.fix->edits)
+        out += " [" + std::to_string(e.start_byte) + "," + std::to_string(e.end_byte) + ")=" + e.replacement;
+    }
+    out += "\n";
+  }
+  for (const auto& n : r.notes) out += "note " + n.path + ": " + n.message + "\n";
+  return out + "lines " + std::to_string(r.lines_analyzed) + "\n";
+}
+
+TEST(ProjectContext, AnUnchangedTreeReportsTheCachedFindingsAsTheyWere) {
+  Project p;
+  write_project(p);
+  // A syntax error (a note) and a suppression comment that silences a finding.
+  p.write("broken.py", "import torch\ndef f(:\n    pass\n");
+  p.write("noqa.py", "import torch\n\n\ndef run(loader, model):\n    losses = []\n    for x in loader:\n"
+                     "        loss = model(x).sum()\n        loss.backward()\n        losses.append(loss)  # noqa: TL001\n"
+                     "        total = 0\n        total += loss\n    return losses, total\n");
+  RunResult cold, warm;
+  p.check({"."}, &cold);
+  EXPECT_EQ(cold.cached_findings, 0u);
+  p.check({"."}, &warm);
+  EXPECT_EQ(warm.files_analyzed, 6u);
+  EXPECT_EQ(warm.cached_findings, 6u);
+  EXPECT_FALSE(cold.diagnostics.empty());
+  EXPECT_EQ(everything(warm), everything(cold));
+}
+
+TEST(ProjectContext, CachedFindingsThatReadAnotherFilesFactsFollowThatFile) {
+  Project p;
+  write_project(p);
+  RunResult r;
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
+  EXPECT_EQ(r.cached_findings, 1u);
+  // The wrap in DataParallel goes from the other script: model.py is unchanged, its finding goes.
+  std::ifstream in(p / "tagger/train.py");
+  std::string train((std::istreambuf_iterator<char>(in)), {});
+  std::string unwrapped = train;
+  unwrapped.replace(unwrapped.find("model = nn.DataParallel(model)"), 30, "model = model");
+  p.write("tagger/train.py", unwrapped);
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{}));
+  EXPECT_EQ(r.cached_findings, 0u);
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{}));
+  EXPECT_EQ(r.cached_findings, 1u);
+  p.write("tagger/train.py", train);
+  EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
+  // Named another way, or asked for unused suppressions: computed again.
+  RunOptions options;
+  options.paths = {(p.root() / "tagger/model.py").string()};
+  options.cache_dir = (p.root() / ".torchleak_cache").string();
+  options.report_unused_suppressions = true;
+  r = run(options);
+  EXPECT_EQ(r.cached_findings, 0u);
+  EXPECT_EQ(r.diagnostics.size(), 1u);
+  r = run(options);
+  EXPECT_EQ(r.cached_findings, 1u);
+}
+
+TEST(ProjectContext, AFileIsKnownUnchangedByItsStampAndChangedByItsContent) {
+  Project p;
+  write_project(p);
+  std::string model = p / "tagger/model.py";
+  // Stamps taken within a second of a change are not trusted (git's "racily clean").
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  RunResult r;
+  p.check({"tagger/model.py"}, &r);
+  // Touched, content unchanged: still current (and its new stamp recorded).
+  fs::last_write_time(model, fs::file_time_type::clock::now());
+  p.check({"tagger/model.py"}, &r);
+  EXPECT_EQ(r.cached_findings, 1u);
+  // Changed with the same size and the old modification time: the content decides.
+  auto when = fs::last_write_time(model);
+  std::ifstream in(model);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  in.close();
+  size_t at = text.find("nn.LSTM");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, 7, "nn.GRU ");
+  p.write("tagger/model.py", text);
+  fs::last_write_time(model, when);
+  p.check({"tagger/model.py"}, &r);
+  EXPECT_EQ(r.cached_findings, 0u);
+}
+
 TEST(ProjectContext, ASettingThatChangesFactsMissesTheCache) {
   Project p;
   write_project(p);
@@ -163,13 +258,20 @@ TEST(ProjectContext, ADamagedEntryIsIgnoredAndRewritten) {
   write_project(p);
   RunResult r;
   p.check({"train.py"}, &r);
+  // Some entries cut short, some with one byte changed (their checksum no longer matches).
   size_t damaged = 0;
   for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
-    if (e.path().extension() == ".facts") {
-      std::ofstream(e.path(), std::ios::trunc) << "{\"reads\": [";  // cut short
-      ++damaged;
+    if (e.path().extension() == ".entry") {
+      std::string bytes;
+      {
+        std::ifstream in(e.path(), std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), {});
+      }
+      if (damaged++ % 2) bytes.resize(bytes.size() / 2);
+      else bytes[bytes.size() / 2] ^= 0x5a;
+      std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << bytes;
     }
-  ASSERT_GT(damaged, 0u);
+  ASSERT_EQ(damaged, 4u);
   EXPECT_EQ(p.check({"train.py"}), (std::set<std::string>{}));
   p.check({"train.py"}, &r);
   EXPECT_EQ(r.cached_files, 3u);
@@ -189,42 +291,49 @@ TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
     std::getline(in, first);
     EXPECT_EQ(first.substr(0, first.find(": warning")), "tagger/model.py:18:21") << "run " << i;
   }
-  // One whole entry per file (the processes' build and settings), nothing half-written.
+  // One whole entry per file (the processes' build and settings), nothing
+  // half-written: a fifth run takes every file from the cache.
   size_t entries = 0;
   for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache")) {
     EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
-    if (e.path().extension() != ".facts") continue;
-    ++entries;
-    std::ifstream in(e.path());
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    EXPECT_FALSE(j.is_discarded()) << e.path();
-    EXPECT_TRUE(j.contains("facts")) << e.path();
+    entries += e.path().extension() == ".entry" ? 1 : 0;
   }
   EXPECT_EQ(entries, 4u);
+  command = "cd '" + p.root().string() + "' && '" + std::string(TORCHLEAK_BINARY) +
+            "' check --select TL005 --verbose tagger/model.py > out5.txt 2>&1";
+  std::system(command.c_str());
+  std::ifstream in(p / "out5.txt");
+  std::string all((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(all.find("1 file checked (1 from the cache), 3 other files of the project read for their facts (3 from "
+                     "the cache"),
+            std::string::npos)
+      << all;
 }
 
 TEST(ProjectContext, TheCacheIsBoundedAndCleaned) {
   Project p;
   std::string root = p / "cache";
-  FactsCache cache(root, 2000);
+  AnalysisCache cache(root, 2000);
   Config config;
   for (int i = 0; i < 40; ++i) {
-    std::string file = p.write("f" + std::to_string(i) + ".py", "x = " + std::to_string(i) + "\n");
-    cache.store(file, "x", config, {Fact{"class", "Model" + std::to_string(i), file, 1, {std::string(40, 'v')}}}, {});
+    std::string file = p.write(std::string("f") + std::to_string(i) + ".py", "x = " + std::to_string(i) + "\n");
+    cache.store(file, stamp_of(file), content_hash("x"), config,
+                encode_facts({Fact{"class", "Model" + std::to_string(i), file, 1, {std::string(40, 'v')}}}), {},
+                nullptr);
   }
   EXPECT_EQ(cache.writes(), 40u);
   cache.trim();
   uint64_t total = 0;
   size_t entries = 0;
   for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.path().extension() == ".facts") {
+    if (e.path().extension() == ".entry") {
       total += e.file_size();
       ++entries;
     }
   EXPECT_LE(total, 2000u);
   EXPECT_GT(entries, 0u);
-  EXPECT_EQ(clean_facts_cache(root), entries);
-  EXPECT_EQ(clean_facts_cache(root), 0u);
+  EXPECT_EQ(clean_analysis_cache(root), entries);
+  EXPECT_EQ(clean_analysis_cache(root), 0u);
 }
 
 TEST(ProjectContext, TheRootIsTheNearestConfigurationElseTheRepository) {

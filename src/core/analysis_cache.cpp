@@ -1,0 +1,527 @@
+#include "core/analysis_cache.h"
+
+#include <cereal/archives/binary.hpp>
+#include <cereal/types/optional.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "version.h"
+
+namespace fs = std::filesystem;
+
+namespace torchleak {
+
+// How entries are encoded: cereal's binary archives of these (non-intrusive
+// serialization, found by argument-dependent lookup in this namespace).
+template <class Archive>
+void serialize(Archive& ar, Position& p) {
+  ar(p.line, p.column);
+}
+template <class Archive>
+void serialize(Archive& ar, Edit& e) {
+  ar(e.start_byte, e.end_byte, e.replacement);
+}
+template <class Archive>
+void serialize(Archive& ar, Fix& f) {
+  ar(f.title, f.safety, f.edits);
+}
+template <class Archive>
+void serialize(Archive& ar, CellLocation& c) {
+  ar(c.cell, c.start, c.end, c.file_start, c.file_end, c.file_start_line, c.file_end_line, c.edits);
+}
+template <class Archive>
+void serialize(Archive& ar, Diagnostic& d) {
+  ar(d.rule_id, d.start, d.end, d.start_byte, d.end_byte, d.message, d.help, d.source_line, d.end_source_line,
+     d.context, d.snippet, d.fix, d.notebook);
+}
+template <class Archive>
+void serialize(Archive& ar, CachedFindings& f) {
+  ar(f.project, f.circumstances, f.lines, f.notes, f.diagnostics);
+}
+template <class Archive>
+void serialize(Archive& ar, FileStamp& s) {
+  ar(s.mtime_ns, s.ctime_ns, s.size, s.inode, s.device);
+}
+
+namespace {
+
+constexpr std::string_view kEntrySuffix = ".entry";
+constexpr std::string_view kMagic = "TLCACHE3";  // changed with the entries' layout
+constexpr int64_t kStampTrustNs = 1'000'000'000;  // see "racily clean" in the header
+constexpr int64_t kTouchEveryNs = int64_t{3600} * 1'000'000'000;
+
+thread_local FileReads* t_reads = nullptr;
+
+std::string hex128(XXH128_hash_t h) { return fmt::format("{:016x}{:016x}", h.high64, h.low64); }
+
+// The bytes of a file (and what fstat says of it, when `st` is given).
+std::optional<std::string> read_whole(const std::string& path, struct stat* st = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  if (st && ::fstat(fd, st) != 0) {
+    ::close(fd);
+    return std::nullopt;
+  }
+  std::string out;
+  if (st) out.reserve(static_cast<size_t>(st->st_size));
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::close(fd);
+      return std::nullopt;
+    }
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+int64_t now_ns() {
+  struct timespec ts {};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// A stamp that can be trusted next time: neither time within a second of now.
+std::optional<FileStamp> trusted(const std::optional<FileStamp>& stamp) {
+  if (!stamp) return std::nullopt;
+  int64_t now = now_ns();
+  if (now - stamp->mtime_ns < kStampTrustNs || now - stamp->ctime_ns < kStampTrustNs) return std::nullopt;
+  return stamp;
+}
+
+// A read-only stream over bytes held elsewhere.
+struct MemoryBuffer : std::streambuf {
+  MemoryBuffer(const char* begin, size_t size) {
+    char* b = const_cast<char*>(begin);
+    setg(b, b, b + size);
+  }
+};
+
+template <class T>
+std::string encode(T& value) {
+  std::ostringstream out(std::ios::binary);
+  {
+    cereal::BinaryOutputArchive ar(out);
+    ar(value);
+  }
+  return std::move(out).str();
+}
+
+template <class T>
+bool decode(std::string_view bytes, T& value) {
+  MemoryBuffer buffer(bytes.data(), bytes.size());
+  std::istream in(&buffer);
+  try {
+    cereal::BinaryInputArchive ar(in);
+    ar(value);
+  } catch (const std::exception&) {
+    return false;
+  }
+  return true;
+}
+
+// A fact as an entry holds it: its file is the entry's.
+struct StoredFact {
+  std::string kind, key;
+  uint32_t line = 0;
+  std::vector<std::string> values;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(kind, key, line, values);
+  }
+};
+
+std::vector<StoredFact> stored_facts(const std::vector<Fact>& facts) {
+  std::vector<StoredFact> out;
+  out.reserve(facts.size());
+  for (const auto& f : facts) out.push_back({f.kind, f.key, f.line, f.values});
+  return out;
+}
+
+struct StoredRead {
+  std::string path;
+  uint64_t content = 0;  // 0: the file did not exist
+  std::optional<FileStamp> stamp;
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(path, content, stamp);
+  }
+};
+
+struct Header {
+  uint64_t content = 0;
+  std::optional<FileStamp> stamp;
+  std::vector<StoredRead> reads;
+  uint64_t facts_digest = 0;
+  uint64_t facts_size = 0;  // bytes of the encoded facts after the header
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(content, stamp, reads, facts_digest, facts_size);
+  }
+};
+
+// The tool's version and this build: an entry written by another build of
+// the same version (a rule changed) is not used.
+std::string build_identity() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::string id = kVersion;
+  if (!ec) {
+    auto size = fs::file_size(exe, ec);
+    auto time = fs::last_write_time(exe, ec).time_since_epoch().count();
+    if (!ec) id += fmt::format(":{}:{}:{}", exe.string(), size, time);
+  }
+  return id;
+}
+
+// Whether a file read through an import still has the content it had.
+bool unchanged(const StoredRead& read) {
+  std::optional<FileStamp> now = stamp_of(read.path);
+  if (!now) return read.content == 0;
+  if (read.stamp && *read.stamp == *now) return true;
+  auto text = read_whole(read.path);
+  return text ? content_hash(*text) == read.content : read.content == 0;
+}
+
+}  // namespace
+
+FileStamp stamp_of(const struct stat& st) {
+  FileStamp s;
+  s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  s.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
+  s.size = static_cast<uint64_t>(st.st_size);
+  s.inode = static_cast<uint64_t>(st.st_ino);
+  s.device = static_cast<uint64_t>(st.st_dev);
+  return s;
+}
+
+std::optional<FileStamp> stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  return stamp_of(st);
+}
+
+uint64_t content_hash(std::string_view text) {
+  uint64_t h = XXH3_64bits(text.data(), text.size());
+  return h ? h : 1;  // 0 stands for "no such file"
+}
+
+EncodedFacts encode_facts(const std::vector<Fact>& facts) {
+  std::vector<StoredFact> stored = stored_facts(facts);
+  EncodedFacts out;
+  out.bytes = encode(stored);
+  out.digest = XXH3_64bits(out.bytes.data(), out.bytes.size());
+  return out;
+}
+
+// The settings that change a file's facts or findings: which rules run and
+// where they are silenced, the library models (and the text of the user's
+// model files), the in-house names, the thresholds.
+const std::string& AnalysisCache::fingerprint(const Config& c) const {
+  std::lock_guard<std::mutex> guard(lock_);
+  auto it = fingerprints_.find(&c);
+  if (it != fingerprints_.end()) return it->second;
+  std::string s;
+  auto list = [&](std::string_view name, const std::vector<std::string>& v) {
+    s += name;
+    s += '=';
+    for (const auto& x : v) {
+      s += x;
+      s += '\x1f';
+    }
+    s += '\n';
+  };
+  list("select", c.select);
+  list("extend-select", c.extend_select);
+  list("ignore", c.ignore);
+  list("extra-models", c.extra_models);
+  list("extra-losses", c.extra_losses);
+  list("extra-optimizers", c.extra_optimizers);
+  list("extra-data-parallel", c.extra_data_parallel);
+  s += "root=" + c.root + "\n";
+  for (const auto& p : c.per_file_ignores) list("per-file-ignores:" + p.pattern, p.rules);
+  s += fmt::format("torch={}\ndevice-memory={}\noversized={}:{}\n", c.target_torch_version, c.device_memory_bytes,
+                   c.oversized_layer_bytes, c.oversized_layer_set);
+  for (const auto& f : c.model_files) {
+    s += "model-file=" + f + ":";
+    if (auto text = read_whole(f)) s += std::to_string(content_hash(*text));
+    s += '\n';
+  }
+  return fingerprints_.emplace(&c, std::move(s)).first->second;
+}
+
+void note_file_read(const std::string& path) {
+  if (!t_reads) return;
+  auto& files = t_reads->files_;
+  if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+}
+
+FileReads::FileReads() : previous_(t_reads) { t_reads = this; }
+FileReads::~FileReads() { t_reads = previous_; }
+
+AnalysisCache::AnalysisCache(const std::string& root, uint64_t max_bytes)
+    : root_(root),
+      dir_(root.empty() ? std::string() : (fs::path(root) / "facts").string()),
+      max_bytes_(max_bytes),
+      build_(root.empty() ? std::string() : build_identity()) {
+  std::error_code ec;
+  cwd_ = fs::current_path(ec);
+}
+
+bool AnalysisCache::ensure_directory(const std::string& dir) const {
+  std::lock_guard<std::mutex> guard(lock_);
+  if (made_.count(dir)) return true;
+  std::error_code ec;
+  if (made_.empty() && !fs::exists(dir_, ec)) {
+    fs::create_directories(dir_, ec);
+    if (ec) return false;
+    // The cache is never part of the project.
+    if (!fs::exists(fs::path(root_) / ".gitignore", ec))
+      std::ofstream(fs::path(root_) / ".gitignore") << "# Automatically created by torchleak.\n*\n";
+  }
+  fs::create_directories(dir, ec);
+  if (ec) return false;
+  made_.insert(dir);
+  return true;
+}
+
+std::string AnalysisCache::entry_path(const std::string& path, const Config& config) const {
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_128bits_reset(state);
+  auto add = [&](std::string_view part) {
+    XXH3_128bits_update(state, part.data(), part.size());
+    XXH3_128bits_update(state, "\0", 1);
+  };
+  add(kMagic);
+  add(build_);
+  add(fingerprint(config));
+  fs::path p(path);
+  add((p.is_absolute() ? p : cwd_ / p).lexically_normal().string());
+  std::string name = hex128(XXH3_128bits_digest(state));
+  XXH3_freeState(state);
+  return (fs::path(dir_) / name.substr(0, 2) / (name + std::string(kEntrySuffix))).string();
+}
+
+std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
+                                                         const std::optional<FileStamp>& stamp,
+                                                         const std::function<const std::string*()>& text,
+                                                         const Config& config) const {
+  if (dir_.empty()) return std::nullopt;
+  std::string where = entry_path(path, config);
+  struct stat st {};
+  auto bytes = read_whole(where, &st);
+  // magic, checksum of the rest, the header's size, the header
+  constexpr size_t kFixed = kMagic.size() + 8 + 4;
+  if (!bytes || bytes->size() < kFixed || std::string_view(*bytes).substr(0, kMagic.size()) != kMagic)
+    return std::nullopt;
+  uint64_t checksum;
+  uint32_t header_size;
+  std::memcpy(&checksum, bytes->data() + kMagic.size(), 8);
+  std::memcpy(&header_size, bytes->data() + kMagic.size() + 8, 4);
+  std::string_view rest = std::string_view(*bytes).substr(kMagic.size() + 8);
+  if (XXH3_64bits(rest.data(), rest.size()) != checksum || header_size > rest.size() - 4) return std::nullopt;
+  Header header;
+  if (!decode(rest.substr(4, header_size), header)) return std::nullopt;
+  Entry entry;
+  entry.facts_at_ = kFixed + header_size;
+  entry.findings_at_ = entry.facts_at_ + header.facts_size;
+  if (entry.findings_at_ > bytes->size()) return std::nullopt;
+  // The file: unchanged by its stamp, else by its content.
+  if (!(stamp && header.stamp && *stamp == *header.stamp)) {
+    const std::string* now = text();
+    if (!now || content_hash(*now) != header.content) return std::nullopt;
+    entry.restamp_ = true;
+  }
+  for (const auto& read : header.reads) {
+    if (!unchanged(read)) return std::nullopt;  // an imported file changed
+    entry.reads_.emplace_back(read.path, read.content);
+  }
+  // Used: kept longest (touched at most once an hour).
+  if (now_ns() - (int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec) > kTouchEveryNs)
+    ::utimensat(AT_FDCWD, where.c_str(), nullptr, 0);
+  entry.path_ = path;
+  entry.bytes_ = std::move(*bytes);
+  entry.content_ = header.content;
+  entry.facts_digest_ = header.facts_digest;
+  return entry;
+}
+
+std::vector<Fact> AnalysisCache::Entry::facts() const {
+  std::vector<StoredFact> stored;
+  if (!decode(std::string_view(bytes_).substr(facts_at_, findings_at_ - facts_at_), stored)) return {};
+  std::vector<Fact> out;
+  out.reserve(stored.size());
+  for (auto& f : stored) out.push_back(Fact{std::move(f.kind), std::move(f.key), path_, f.line, std::move(f.values)});
+  return out;
+}
+
+EncodedFacts AnalysisCache::Entry::encoded_facts() const {
+  return EncodedFacts{bytes_.substr(facts_at_, findings_at_ - facts_at_), facts_digest_};
+}
+
+std::optional<CachedFindings> AnalysisCache::Entry::findings() const {
+  std::optional<CachedFindings> out;
+  if (!decode(std::string_view(bytes_).substr(findings_at_), out)) return std::nullopt;
+  if (out)
+    for (auto& d : out->diagnostics) d.path = path_;
+  return out;
+}
+
+void AnalysisCache::store(const std::string& path, const std::optional<FileStamp>& stamp, uint64_t content,
+                          const Config& config, const EncodedFacts& facts,
+                          const std::vector<std::pair<std::string, std::optional<uint64_t>>>& reads,
+                          const CachedFindings* findings) const {
+  if (dir_.empty()) return;
+  Header header;
+  header.content = content;
+  header.stamp = trusted(stamp);
+  for (const auto& [r, known] : reads) {
+    StoredRead read{r, 0, trusted(stamp_of(r))};
+    if (known) {
+      read.content = *known;
+    } else if (auto now = read_whole(r)) {
+      read.content = content_hash(*now);
+    }
+    header.reads.push_back(std::move(read));
+  }
+  const std::string& facts_bytes = facts.bytes;
+  header.facts_digest = facts.digest;
+  header.facts_size = facts_bytes.size();
+  std::optional<CachedFindings> kept;
+  if (findings) kept = *findings;
+  std::string findings_bytes = encode(kept);
+  std::string header_bytes = encode(header);
+  std::string rest;
+  uint32_t header_size = static_cast<uint32_t>(header_bytes.size());
+  rest.append(reinterpret_cast<const char*>(&header_size), 4);
+  rest += header_bytes;
+  rest += facts_bytes;
+  rest += findings_bytes;
+  uint64_t checksum = XXH3_64bits(rest.data(), rest.size());
+  std::string entry_bytes(kMagic);
+  entry_bytes.append(reinterpret_cast<const char*>(&checksum), 8);
+  entry_bytes += rest;
+
+  std::string entry = entry_path(path, config);
+  std::string dir = fs::path(entry).parent_path().string();
+  if (!ensure_directory(dir)) return;
+  // A new entry is written in place, created exclusively (a reader that
+  // finds it half-written rejects it by its checksum); one that replaces
+  // another goes through a temporary file renamed over it, atomically.
+  auto write_all = [&](int fd) {
+    for (size_t done = 0; done < entry_bytes.size();) {
+      ssize_t n = ::write(fd, entry_bytes.data() + done, entry_bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  int fd = ::open(entry.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd >= 0) {
+    bool ok = write_all(fd);
+    ok = ::close(fd) == 0 && ok;
+    if (!ok) {
+      ::unlink(entry.c_str());
+      return;
+    }
+    ++writes_;
+    return;
+  }
+  static std::atomic<unsigned> counter{0};
+  std::string tmp = fmt::format("{}/.tmp-{}-{}-{}", dir, ::getpid(),
+                                std::hash<std::thread::id>{}(std::this_thread::get_id()), counter++);
+  fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  bool ok = write_all(fd);
+  ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), entry.c_str()) != 0) {  // atomic: a reader sees the old entry or the new one
+    ::unlink(tmp.c_str());
+    return;
+  }
+  ++writes_;
+}
+
+void AnalysisCache::trim() const {
+  if (dir_.empty() || !max_bytes_ || writes_ == 0) return;
+  // Down to three quarters of the bound: not every run trims.
+  trim_least_recently_used(dir_, kEntrySuffix, true, max_bytes_, max_bytes_ - max_bytes_ / 4,
+                           [](const std::string& path) {
+                             std::error_code ec;
+                             return fs::remove(path, ec);
+                           });
+}
+
+size_t trim_least_recently_used(const std::string& dir, std::string_view extension, bool recursive,
+                                uint64_t max_bytes, uint64_t target,
+                                const std::function<bool(const std::string& path)>& remove) {
+  struct Entry {
+    std::string path;
+    uint64_t size;
+    fs::file_time_type used;
+  };
+  std::vector<Entry> entries;
+  uint64_t total = 0;
+  std::error_code ec;
+  auto consider = [&](const fs::directory_entry& e) {
+    if (e.path().extension() != extension || !e.is_regular_file(ec)) return;
+    uint64_t size = e.file_size(ec);
+    auto used = e.last_write_time(ec);
+    if (ec) {
+      ec.clear();
+      return;
+    }
+    total += size;
+    entries.push_back({e.path().string(), size, used});
+  };
+  if (recursive) {
+    for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
+  } else {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) consider(*it);
+  }
+  if (total <= max_bytes) return 0;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.used < b.used; });
+  size_t removed = 0;
+  for (const Entry& e : entries) {
+    if (total <= target) break;
+    if (remove(e.path)) {
+      total -= e.size;
+      ++removed;
+    }
+  }
+  return removed;
+}
+
+size_t clean_analysis_cache(const std::string& root) {
+  size_t removed = 0;
+  std::error_code ec;
+  std::string dir = root.empty() ? std::string() : (fs::path(root) / "facts").string();
+  if (dir.empty() || !fs::is_directory(dir, ec)) return 0;
+  std::vector<fs::path> entries;
+  for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().extension() == kEntrySuffix) entries.push_back(it->path());
+  for (const auto& p : entries) removed += fs::remove(p, ec) ? 1 : 0;
+  return removed;
+}
+
+}  // namespace torchleak

@@ -1,0 +1,197 @@
+// The cache of each Python file's analysis: its facts (core/project_index.h),
+// so that a file named alone is analyzed in the context of its project
+// without analyzing the project again, and its findings, so that a re-run
+// of an unchanged tree analyzes nothing.
+//
+// One entry per file and settings: the entry is named by the file's absolute
+// path, the tool's build and the settings that change facts or findings; it
+// holds the hash of the content it was computed from, and is current while
+// the file still has that content. To know that without reading the file, it
+// also holds the file's stamp (what stat says: times, size, inode), trusted
+// as git's index trusts it: a stamp taken within a second of the write is
+// not kept (the file could change again within the clock's resolution, the
+// "racily clean" case), and then the content is read and hashed. An entry
+// also records the files its analysis read through imports, with their
+// content hash and stamp, and is current only while they are unchanged.
+//
+// The findings of an entry are the file's findings after the project's
+// facts were joined, its settings and suppression comments applied; when
+// they depended on other files' facts they are kept with the digest of the
+// project's facts they were resolved with and used only under the same
+// digest.
+//
+// Writes are atomic (a temporary file renamed over the entry), so two runs
+// at once never leave a half-written entry; an entry that cannot be read,
+// whose checksum does not match, or that cannot be decoded is ignored and
+// rewritten. The directory's size is bounded: the entries used least
+// recently go first.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/config.h"
+#include "core/diagnostic.h"
+#include "core/project_index.h"
+
+namespace torchleak {
+
+inline constexpr uint64_t kDefaultAnalysisCacheBytes = uint64_t{256} << 20;  // 256 MiB
+
+// What stat says of a file; equal stamps of a regular file mean unchanged
+// content (when the stamp was trusted, see above).
+struct FileStamp {
+  int64_t mtime_ns = 0;
+  int64_t ctime_ns = 0;
+  uint64_t size = 0;
+  uint64_t inode = 0;
+  uint64_t device = 0;
+  friend bool operator==(const FileStamp&, const FileStamp&) = default;
+};
+FileStamp stamp_of(const struct stat& st);
+std::optional<FileStamp> stamp_of(const std::string& path);
+
+// The hash of a file's content as entries record it (never 0).
+uint64_t content_hash(std::string_view text);
+
+// A file's facts as an entry holds them (their `file` aside), and their
+// digest: equal facts, equal digests.
+struct EncodedFacts {
+  std::string bytes;
+  uint64_t digest = 0;
+};
+EncodedFacts encode_facts(const std::vector<Fact>& facts);
+
+// A file's findings as a run reports them, and what they were computed under.
+struct CachedFindings {
+  // The digest of the project's facts the deferred findings were resolved
+  // with; 0: the file had none, the findings do not depend on other files.
+  uint64_t project = 0;
+  // The run's circumstances that change the findings without changing the
+  // entry's name: how the file and its project's files were named (paths are
+  // reported as given), whether unused suppressions are reported.
+  std::string circumstances;
+  uint32_t lines = 0;
+  std::vector<std::string> notes;
+  std::vector<Diagnostic> diagnostics;
+};
+
+class AnalysisCache {
+ public:
+  // `root`: the cache directory (created on first store, with a .gitignore
+  // that ignores everything in it); entries live in its `facts` directory.
+  // "": no cache.
+  explicit AnalysisCache(const std::string& root, uint64_t max_bytes = kDefaultAnalysisCacheBytes);
+
+  const std::string& dir() const { return dir_; }
+
+  // A current entry, as load() returns it: its facts and findings are
+  // decoded on demand.
+  class Entry {
+   public:
+    uint64_t content() const { return content_; }
+    uint64_t facts_digest() const { return facts_digest_; }
+    // Whether the file's stamp changed but not its content: storing the
+    // entry again saves reading the file next time.
+    bool restamp() const { return restamp_; }
+    // Decoded facts, their `file` the path the entry was loaded for; empty
+    // when the entry is damaged in a way its checksum did not catch.
+    std::vector<Fact> facts() const;
+    EncodedFacts encoded_facts() const;
+    std::optional<CachedFindings> findings() const;
+    const std::vector<std::pair<std::string, uint64_t>>& reads() const { return reads_; }
+
+   private:
+    friend class AnalysisCache;
+    std::string path_;
+    std::string bytes_;  // the whole entry
+    size_t facts_at_ = 0, findings_at_ = 0;
+    uint64_t content_ = 0, facts_digest_ = 0;
+    bool restamp_ = false;
+    std::vector<std::pair<std::string, uint64_t>> reads_;
+  };
+
+  // The entry of the file at `path` with these settings when it is current.
+  // `stamp` is the file's (nullopt: unknown); `text` gives its content when
+  // the stamp does not settle it (nullptr: it cannot be read).
+  std::optional<Entry> load(const std::string& path, const std::optional<FileStamp>& stamp,
+                            const std::function<const std::string*()>& text, const Config& config) const;
+
+  // Records the analysis of the file at `path`: the stamp taken before its
+  // content was read, the content's hash, its facts, the files the analysis
+  // read (`reads`, hashed now unless their hash is given), and its findings
+  // when it was a named file. Failing to write is not an error: the next run
+  // analyzes the file again.
+  void store(const std::string& path, const std::optional<FileStamp>& stamp, uint64_t content,
+             const Config& config, const EncodedFacts& facts,
+             const std::vector<std::pair<std::string, std::optional<uint64_t>>>& reads,
+             const CachedFindings* findings) const;
+
+  // Removes the entries used least recently until the directory holds at
+  // most `max_bytes` (entries are touched when they are used, at most once
+  // an hour). Only after a run that wrote entries.
+  void trim() const;
+
+  // The number of entries written by this object.
+  size_t writes() const { return writes_; }
+
+ private:
+  std::string entry_path(const std::string& path, const Config& config) const;
+  bool ensure_directory(const std::string& dir) const;
+  const std::string& fingerprint(const Config& config) const;
+
+  std::string root_;
+  std::string dir_;
+  uint64_t max_bytes_;
+  std::string build_;  // the tool's version and the identity of this build
+  mutable std::atomic<size_t> writes_{0};
+  mutable std::mutex lock_;
+  mutable std::map<const Config*, std::string> fingerprints_;
+  mutable std::set<std::string> made_;  // entry directories known to exist
+  std::filesystem::path cwd_;
+};
+
+// The files an analysis read besides the one analyzed (another module of
+// the project, through an import), recorded for the thread that analyzes:
+// a frontend calls note_file_read; the engine installs a FileReads around
+// each analysis.
+void note_file_read(const std::string& path);
+
+class FileReads {
+ public:
+  FileReads();
+  ~FileReads();
+  FileReads(const FileReads&) = delete;
+  FileReads& operator=(const FileReads&) = delete;
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  friend void note_file_read(const std::string& path);
+  std::vector<std::string> files_;
+  FileReads* previous_;
+};
+
+// Removes files named `*<extension>` under `dir` (below it too when
+// `recursive`), those used least recently (modified: a use touches them)
+// first, until those left take at most `target` bytes; only when they take
+// more than `max_bytes` now. `remove` removes one (false: it could not) and
+// may refuse some. The number removed.
+size_t trim_least_recently_used(const std::string& dir, std::string_view extension, bool recursive,
+                                uint64_t max_bytes, uint64_t target,
+                                const std::function<bool(const std::string& path)>& remove);
+
+// Removes the entries of the cache at `root` (`torchleak clean`); the number removed.
+size_t clean_analysis_cache(const std::string& root);
+
+}  // namespace torchleak
