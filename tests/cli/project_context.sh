@@ -65,4 +65,47 @@ case_ "--isolated and --project-root do not go together"
 tl check --isolated --project-root . train.py
 expect_rc 2
 
+# The verbose line of the last run, its cache directory and time replaced.
+verbose_line() { grep 'files\? checked' <<<"$ERR" | sed -E 's/ in [^ ]*torchleak_cache\)/ in CACHE)/; s/, in [0-9.]+ s$/, in N s/'; }
+
+case_ "a second run takes the named file's findings and the other files' facts from the cache"
+rm -rf .torchleak_cache tagger/torchleak.toml
+tl check -v --select TL005 tagger/model.py
+expect_rc 1
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (0 from the cache), 3 other files of the project read for their facts (0 from the cache in CACHE), in N s
+TXT
+tl check -v --select TL005 tagger/model.py
+expect_rc 1
+compare "findings" "$(rules)" <<'TXT'
+TL005 tagger/model.py:18
+TXT
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (1 from the cache), 3 other files of the project read for their facts (3 from the cache in CACHE), in N s
+TXT
+compare "the cache ignores itself" "$(cat .torchleak_cache/.gitignore)" <<'TXT'
+# Automatically created by torchleak.
+*
+TXT
+
+case_ "another build of torchleak uses none of the entries"
+cp "$TORCHLEAK" "$WORK/torchleak-rebuilt"
+TORCHLEAK_SAVED=$TORCHLEAK
+TORCHLEAK=$WORK/torchleak-rebuilt
+tl check -v --select TL005 tagger/model.py
+expect_rc 1
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (0 from the cache), 3 other files of the project read for their facts (0 from the cache in CACHE), in N s
+TXT
+TORCHLEAK=$TORCHLEAK_SAVED
+rm -f "$WORK/torchleak-rebuilt"
+
+case_ "torchleak clean removes the entries"
+tl clean
+expect_rc 0
+tl check -v --select TL005 tagger/model.py
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (0 from the cache), 3 other files of the project read for their facts (0 from the cache in CACHE), in N s
+TXT
+
 done_
