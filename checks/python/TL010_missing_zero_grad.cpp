@@ -21,6 +21,15 @@
 //     analyzed file defines, whose name speaks of gradients, is taken to
 //     clear them: the finding stays silent rather than guess.
 //
+// With several optimizers, each must be cleared: when every clearing in the
+// loop is an optimizer's `zero_grad()` (no helper, no `p.grad = ...`, no
+// call into another file that may clear), an optimizer built in the same
+// function over one module's `parameters()` and stepped in the loop, whose
+// own zero_grad and its module's are not among them, keeps accumulating (a
+// GAN's discriminator optimizer stepped every iteration while only the
+// generator's is cleared). An optimizer over anything else (a list, a
+// parameter group, an attribute) is taken to be cleared by any clearing.
+//
 // The finding points at the backward call: that is where gradients are
 // added to whatever `.grad` already holds, and where the fix's comment
 // belongs in a reader's mind ("clear before you accumulate").
@@ -182,8 +191,11 @@ class MissingZeroGrad final : public Check {
         if (!decided.insert(loop).second) break;
         if (fresh_parameters(m, *step, loop)) break;
         if (!index) index.emplace(m);
-        if (!clears_in_loop(m, *index, loop, external))
+        if (!clears_in_loop(m, *index, loop, external)) {
           report(ctx, c, *step, loop, std::move(external));
+        } else if (Uncleared forgotten = uncleared_optimizer(m, *index, loop, external); forgotten.step) {
+          report(ctx, c, *forgotten.step, loop, std::move(external), &forgotten);
+        }
         break;
       }
     }
@@ -231,6 +243,75 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
+  // The module an optimizer is built over: `opt` bound in `function` to
+  // `torch.optim.X(M.parameters(), ...)` gives "M"; "" otherwise.
+  static std::string optimized_module(const Model& m, TSNode optimizer, int function) {
+    optimizer = unparenthesize(optimizer);
+    if (kind_of(optimizer) != Kind::Identifier) return {};
+    const Binding* b = m.reaching(m.text(optimizer), start_byte(optimizer), function);
+    if (!b || b->kind != BindingKind::Assign || b->element >= 0) return {};
+    TSNode built = unparenthesize(b->value);
+    if (kind_of(built) != Kind::Call || !is_torch_optimizer_class(m.qualify(field(built, "function")))) return {};
+    Call construction{};
+    construction.args = field(built, "arguments");
+    TSNode params = m.keyword_argument(construction, "params");
+    if (is_null(params)) params = m.positional_argument(construction, 0);
+    params = unparenthesize(params);
+    if (kind_of(params) != Kind::Call || ts_node_named_child_count(field(params, "arguments")) != 0) return {};
+    TSNode function_node = field(params, "function");
+    if (kind_of(function_node) != Kind::Attribute || m.text(field(function_node, "attribute")) != "parameters")
+      return {};
+    TSNode module = unparenthesize(field(function_node, "object"));
+    return kind_of(module) == Kind::Identifier ? std::string(m.text(module)) : std::string();
+  }
+
+  // With every clearing in `loop` an optimizer's (or a module's) direct
+  // zero_grad(), the step of an optimizer over one module that none of them
+  // clears; null when there is none, or when anything else in this file may
+  // clear. The functions of other modules the loop calls are added to
+  // `external`, as clears_in_range does: the finding waits for them.
+  struct Uncleared {
+    const Call* step = nullptr;  // the step of the optimizer left uncleared
+    std::string module;          // the module it optimizes
+    std::vector<std::string> cleared;  // what the loop's zero_grad() calls clear, in order
+  };
+  static Uncleared uncleared_optimizer(const Model& m, ClearingIndex& index, int loop,
+                                       std::vector<std::string>& external) {
+    const Loop& l = m.loops()[loop];
+    Uncleared out;
+    std::unordered_set<const Call*> direct;
+    NameSet cleared;  // the optimizers and modules whose zero_grad() the loop calls
+    const auto& calls = m.calls();
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& c = calls[i];
+      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+      if (!call_info(m, index, i).clears) continue;
+      TSNode receiver = unparenthesize(c.receiver);
+      if (c.method != "zero_grad" || is_null(receiver) || kind_of(receiver) != Kind::Identifier) return {};
+      direct.insert(&c);
+      std::string name(m.text(receiver));
+      if (std::find(out.cleared.begin(), out.cleared.end(), name) == out.cleared.end()) out.cleared.push_back(name);
+      cleared.insert(std::move(name));
+      std::string module = optimized_module(m, receiver, c.function);
+      if (!module.empty()) cleared.insert(module);
+    }
+    if (direct.empty()) return {};
+    // Nothing else clears: no helper, no `p.grad = ...`.
+    index.new_scan();
+    if (clears_in_range(m, index, l.start, l.end, l.function, 0, &external, &direct)) return {};
+    for (const Call& c : calls) {
+      if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
+      TSNode optimizer = unparenthesize(m.stepped_optimizer(c));
+      if (is_null(optimizer) || kind_of(optimizer) != Kind::Identifier) continue;
+      std::string module = optimized_module(m, optimizer, c.function);
+      if (module.empty() || cleared.count(m.text(optimizer)) || cleared.count(module)) continue;
+      out.step = &c;
+      out.module = std::move(module);
+      return out;
+    }
+    return {};
+  }
+
   static bool clears_in_loop(const Model& m, ClearingIndex& index, int loop, std::vector<std::string>& external) {
     const Loop& l = m.loops()[loop];
     index.new_scan();
@@ -238,11 +319,12 @@ class MissingZeroGrad final : public Check {
   }
 
   // Whether code in [start, end) of `function` clears gradients, directly or
-  // through functions of this file it calls. The qualified names of the
-  // functions of other modules it calls are added to `external`: whether they
-  // clear is known once every file is indexed.
+  // through functions of this file it calls (the calls of `skip` aside). The
+  // qualified names of the functions of other modules it calls are added to
+  // `external`: whether they clear is known once every file is indexed.
   static bool clears_in_range(const Model& m, ClearingIndex& index, uint32_t start, uint32_t end, int function,
-                              int depth, std::vector<std::string>* external) {
+                              int depth, std::vector<std::string>* external,
+                              const std::unordered_set<const Call*>* skip = nullptr) {
     // `p.grad = None`: a range whose text never says ".grad" assigns none.
     if (index.grad_store_in(start, end) &&
         m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos)
@@ -253,6 +335,7 @@ class MissingZeroGrad final : public Check {
                                   [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
     for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
       const Call& c = *it;
+      if (skip && skip->count(&c)) continue;
       const ClearingIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
       if (info.clears) return true;
       if (depth >= kMaxCallDepth) continue;
@@ -354,14 +437,25 @@ class MissingZeroGrad final : public Check {
   }
 
   static void report(CheckContext& ctx, const Call& backward, const Call& step, int loop,
-                     std::vector<std::string> external) {
+                     std::vector<std::string> external, const Uncleared* uncleared = nullptr) {
     const Model& m = ctx.model();
     TSNode optimizer = m.stepped_optimizer(step);
     std::string opt = code_snippet(m, optimizer, 40);
-    Diagnostic d = ctx.diagnostic(
-        backward.node,
-        fmt::format(fmt::runtime(messages::TL010::accumulates), fmt::arg("backward", code_snippet(m, backward.node, 40)),
-                    fmt::arg("step", code_snippet(m, step.node, 40))));
+    std::string message;
+    if (uncleared) {
+      std::string cleared;
+      for (size_t i = 0; i < uncleared->cleared.size(); ++i)
+        cleared += (i == 0 ? "" : i + 1 == uncleared->cleared.size() ? " and " : ", ") +
+                   fmt::format("`{}`'s gradients", uncleared->cleared[i]);
+      message = fmt::format(fmt::runtime(messages::TL010::uncleared),
+                            fmt::arg("backward", code_snippet(m, backward.node, 40)), fmt::arg("cleared", cleared),
+                            fmt::arg("step", code_snippet(m, step.node, 40)), fmt::arg("module", uncleared->module));
+    } else {
+      message = fmt::format(fmt::runtime(messages::TL010::accumulates),
+                            fmt::arg("backward", code_snippet(m, backward.node, 40)),
+                            fmt::arg("step", code_snippet(m, step.node, 40)));
+    }
+    Diagnostic d = ctx.diagnostic(backward.node, std::move(message));
     d.help = fmt::format(fmt::runtime(messages::TL010::help), fmt::arg("clear", opt + ".zero_grad()"));
     std::vector<Edit> edits = insert_first(m, loop, opt + ".zero_grad()");
     if (!edits.empty())
