@@ -41,7 +41,7 @@ for k in $(seq 1 "$copies"); do cp -r "$src" "$project/copy$k"; done
 git -C "$project" init -q .
 cd "$project"
 if [ -z "$file" ]; then
-  file=$(cd copy1 && find . -name '*.py' -not -path '*/.*' | sort | head -n 1)
+  file=$(cd copy1 && find . -name '*.py' -not -path '*/.*' | LC_ALL=C sort | sed -n 1p)
   [ -n "$file" ] || { echo "no Python file under $src" >&2; exit 2; }
 fi
 changed=copy1/${file#./}
@@ -57,6 +57,7 @@ seconds() {
   echo "$t1 - $t0" | bc -l
 }
 median() { sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+spread() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.3f-%.3f", lo, hi}'; }
 
 declare -a cold fill warm one
 original=$(cat "$changed")
@@ -75,8 +76,8 @@ f=$(printf '%s\n' "${fill[@]}" | median)
 w=$(printf '%s\n' "${warm[@]}" | median)
 o=$(printf '%s\n' "${one[@]}" | median)
 echo "project: $files Python files ($copies cop$([ "$copies" = 1 ] && echo y || echo ies) of $src); changed file: $changed; $runs runs, medians"
-printf '%-6s %9s %9s  %s\n' run seconds ratio target
-printf '%-6s %9.3f %9s  %s\n' cold "$c" 1 ""
-printf '%-6s %9.3f %8.3fx  %s\n' fill "$f" "$(echo "$f / $c" | bc -l)" "at most 1.05x"
-printf '%-6s %9.3f %8.1f%%  %s\n' warm "$w" "$(echo "100 * $w / $c" | bc -l)" "at most 10%"
-printf '%-6s %9.3f %8.1f%%  %s\n' one "$o" "$(echo "100 * $o / $c" | bc -l)" "at most 5%"
+printf '%-6s %9s %9s  %-14s %s\n' run seconds ratio target range
+printf '%-6s %9.3f %9s  %-14s %s\n' cold "$c" 1 "" "$(printf '%s\n' "${cold[@]}" | spread)"
+printf '%-6s %9.3f %8.3fx  %-14s %s\n' fill "$f" "$(echo "$f / $c" | bc -l)" "at most 1.05x" "$(printf '%s\n' "${fill[@]}" | spread)"
+printf '%-6s %9.3f %8.1f%%  %-14s %s\n' warm "$w" "$(echo "100 * $w / $c" | bc -l)" "at most 10%" "$(printf '%s\n' "${warm[@]}" | spread)"
+printf '%-6s %9.3f %8.1f%%  %-14s %s\n' one "$o" "$(echo "100 * $o / $c" | bc -l)" "at most 5%" "$(printf '%s\n' "${one[@]}" | spread)"
