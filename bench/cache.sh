@@ -13,7 +13,8 @@
 #   bash bench/cache.sh TORCHLEAK DIR [--runs N] [--copies K] [--file REL]
 #
 # DIR is copied first (a temporary directory, under a new git repository: the
-# project's root), K times side by side (--copies: a larger project of the
+# project's root; DIR's own .git is left out, its configuration files are
+# not: they would make each copy a project), K times side by side (--copies: a larger project of the
 # same code, e.g. 5 copies of a 1,000-file repository). --file names the file
 # changed, relative to DIR (default: the first Python file of the copy, in
 # sorted order). Each run uses its own new cache directory.
@@ -37,7 +38,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 project=$work/project
 mkdir -p "$project"
-for k in $(seq 1 "$copies"); do cp -r "$src" "$project/copy$k"; done
+# A copy's own repository would make it a project of its own: not copied.
+for k in $(seq 1 "$copies"); do cp -r "$src" "$project/copy$k" && rm -rf "$project/copy$k/.git"; done
 git -C "$project" init -q .
 cd "$project"
 if [ -z "$file" ]; then

@@ -61,10 +61,12 @@ void serialize(Archive& ar, FileStamp& s) {
 
 namespace {
 
-constexpr std::string_view kEntrySuffix = ".entry";
+constexpr std::string_view kSegmentSuffix = ".seg";
+constexpr std::string_view kSegmentMagic = "TLSEGMT1";
+constexpr size_t kKeySize = 32;     // an entry's key: 128 bits in hexadecimal
+constexpr size_t kMaxSegments = 8;  // more, and the next run that writes merges them
 constexpr std::string_view kMagic = "TLCACHE3";  // changed with the entries' layout
 constexpr int64_t kStampTrustNs = 1'000'000'000;  // see "racily clean" in the header
-constexpr int64_t kTouchEveryNs = int64_t{3600} * 1'000'000'000;
 
 thread_local FileReads* t_reads = nullptr;
 
@@ -288,24 +290,7 @@ AnalysisCache::AnalysisCache(const std::string& root, uint64_t max_bytes)
   cwd_ = fs::current_path(ec);
 }
 
-bool AnalysisCache::ensure_directory(const std::string& dir) const {
-  std::lock_guard<std::mutex> guard(lock_);
-  if (made_.count(dir)) return true;
-  std::error_code ec;
-  if (made_.empty() && !fs::exists(dir_, ec)) {
-    fs::create_directories(dir_, ec);
-    if (ec) return false;
-    // The cache is never part of the project.
-    if (!fs::exists(fs::path(root_) / ".gitignore", ec))
-      std::ofstream(fs::path(root_) / ".gitignore") << "# Automatically created by torchleak.\n*\n";
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return false;
-  made_.insert(dir);
-  return true;
-}
-
-std::string AnalysisCache::entry_path(const std::string& path, const Config& config) const {
+std::string AnalysisCache::entry_key(const std::string& path, const Config& config) const {
   XXH3_state_t* state = XXH3_createState();
   XXH3_128bits_reset(state);
   auto add = [&](std::string_view part) {
@@ -319,7 +304,40 @@ std::string AnalysisCache::entry_path(const std::string& path, const Config& con
   add((p.is_absolute() ? p : cwd_ / p).lexically_normal().string());
   std::string name = hex128(XXH3_128bits_digest(state));
   XXH3_freeState(state);
-  return (fs::path(dir_) / name.substr(0, 2) / (name + std::string(kEntrySuffix))).string();
+  return name;
+}
+
+// The segments of the cache directory, oldest first (their names start
+// with the time they were written), each read whole and indexed: the last
+// record of a key wins. A record cut short ends its segment's reading.
+void AnalysisCache::open_segments() const {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == kSegmentSuffix) names.push_back(it->path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    std::string path = (fs::path(dir_) / name).string();
+    auto bytes = read_whole(path);
+    if (!bytes) continue;
+    size_t segment = segments_.size();
+    segments_.push_back(Segment{path, std::move(*bytes)});
+    std::string_view data = segments_.back().bytes;
+    if (data.substr(0, kSegmentMagic.size()) != kSegmentMagic) continue;
+    size_t at = kSegmentMagic.size();
+    while (at + kKeySize + 8 <= data.size()) {
+      std::string key(data.substr(at, kKeySize));
+      uint64_t size;
+      std::memcpy(&size, data.data() + at + kKeySize, 8);
+      size_t begin = at + kKeySize + 8;
+      if (size > data.size() - begin) break;
+      auto [it, fresh] = index_.try_emplace(std::move(key), records_.size());
+      if (!fresh) it->second = records_.size();
+      records_.push_back(Record{segment, begin, static_cast<size_t>(size)});
+      at = begin + static_cast<size_t>(size);
+    }
+  }
+  used_ = std::make_unique<std::atomic<bool>[]>(records_.size());
 }
 
 std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
@@ -327,9 +345,12 @@ std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
                                                          const std::function<const std::string*()>& text,
                                                          const Config& config) const {
   if (dir_.empty()) return std::nullopt;
-  std::string where = entry_path(path, config);
-  struct stat st {};
-  auto bytes = read_whole(where, &st);
+  std::call_once(opened_, [this] { open_segments(); });
+  auto found = index_.find(entry_key(path, config));
+  if (found == index_.end()) return std::nullopt;
+  const Record& record = records_[found->second];
+  auto bytes = std::optional<std::string>(
+      std::string_view(segments_[record.segment].bytes).substr(record.offset, record.size));
   // magic, checksum of the rest, the header's size, the header
   constexpr size_t kFixed = kMagic.size() + 8 + 4;
   if (!bytes || bytes->size() < kFixed || std::string_view(*bytes).substr(0, kMagic.size()) != kMagic)
@@ -356,9 +377,7 @@ std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
     if (!unchanged(read)) return std::nullopt;  // an imported file changed
     entry.reads_.emplace_back(read.path, read.content);
   }
-  // Used: kept longest (touched at most once an hour).
-  if (now_ns() - (int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec) > kTouchEveryNs)
-    ::utimensat(AT_FDCWD, where.c_str(), nullptr, 0);
+  used_[found->second] = true;  // kept first when the cache is trimmed
   entry.path_ = path;
   entry.bytes_ = std::move(*bytes);
   entry.content_ = header.content;
@@ -422,54 +441,88 @@ void AnalysisCache::store(const std::string& path, const std::optional<FileStamp
   entry_bytes.append(reinterpret_cast<const char*>(&checksum), 8);
   entry_bytes += rest;
 
-  std::string entry = entry_path(path, config);
-  std::string dir = fs::path(entry).parent_path().string();
-  if (!ensure_directory(dir)) return;
-  // A new entry is written in place, created exclusively (a reader that
-  // finds it half-written rejects it by its checksum); one that replaces
-  // another goes through a temporary file renamed over it, atomically.
-  auto write_all = [&](int fd) {
-    for (size_t done = 0; done < entry_bytes.size();) {
-      ssize_t n = ::write(fd, entry_bytes.data() + done, entry_bytes.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      done += static_cast<size_t>(n);
-    }
-    return true;
-  };
-  int fd = ::open(entry.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd >= 0) {
-    bool ok = write_all(fd);
-    ok = ::close(fd) == 0 && ok;
-    if (!ok) {
-      ::unlink(entry.c_str());
-      return;
-    }
-    ++writes_;
-    return;
-  }
-  static std::atomic<unsigned> counter{0};
-  std::string tmp = fmt::format("{}/.tmp-{}-{}-{}", dir, ::getpid(),
-                                std::hash<std::thread::id>{}(std::this_thread::get_id()), counter++);
-  fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  bool ok = write_all(fd);
-  ok = ::close(fd) == 0 && ok;
-  if (!ok || ::rename(tmp.c_str(), entry.c_str()) != 0) {  // atomic: a reader sees the old entry or the new one
-    ::unlink(tmp.c_str());
-    return;
-  }
+  std::string key = entry_key(path, config);
+  std::lock_guard<std::mutex> guard(lock_);
+  pending_.emplace_back(std::move(key), std::move(entry_bytes));
   ++writes_;
 }
 
-void AnalysisCache::trim() const {
-  if (dir_.empty() || !max_bytes_ || writes_ == 0) return;
-  // Down to three quarters of the bound: not every run trims.
-  trim_least_recently_used(dir_, kEntrySuffix, true, max_bytes_, max_bytes_ - max_bytes_ / 4,
-                           [](const std::string& path) {
-                             std::error_code ec;
-                             return fs::remove(path, ec);
-                           });
+// Writes `records` (key, entry) as one new segment, atomically (a temporary
+// file renamed into place); false when it cannot.
+bool AnalysisCache::write_segment(const std::vector<std::pair<std::string_view, std::string_view>>& records) const {
+  std::error_code ec;
+  if (!fs::exists(dir_, ec)) {
+    fs::create_directories(dir_, ec);
+    if (ec) return false;
+    // The cache is never part of the project.
+    if (!fs::exists(fs::path(root_) / ".gitignore", ec))
+      std::ofstream(fs::path(root_) / ".gitignore") << "# Automatically created by torchleak.\n*\n";
+  }
+  static std::atomic<unsigned> counter{0};
+  std::string name = fmt::format("{:020}-{}-{}", now_ns(), ::getpid(), counter++);
+  std::string tmp = (fs::path(dir_) / (".tmp-" + name)).string();
+  std::string target = (fs::path(dir_) / (name + std::string(kSegmentSuffix))).string();
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << kSegmentMagic;
+    for (const auto& [key, bytes] : records) {
+      uint64_t size = bytes.size();
+      out << key;
+      out.write(reinterpret_cast<const char*>(&size), 8);
+      out << bytes;
+    }
+    if (!out) {
+      fs::remove(tmp, ec);
+      return false;
+    }
+  }
+  fs::rename(tmp, target, ec);  // atomic: a reader sees the whole segment or none
+  if (ec) {
+    fs::remove(tmp, ec);
+    return false;
+  }
+  return true;
+}
+
+void AnalysisCache::flush() const {
+  if (dir_.empty() || pending_.empty()) return;
+  std::call_once(opened_, [this] { open_segments(); });
+  uint64_t total = 0;
+  for (const auto& s : segments_) total += s.bytes.size();
+  for (const auto& [key, bytes] : pending_) total += kKeySize + 8 + bytes.size();
+  bool over = max_bytes_ && total > max_bytes_;
+  if (segments_.size() + 1 <= kMaxSegments && !over) {
+    std::vector<std::pair<std::string_view, std::string_view>> records;
+    for (const auto& [key, bytes] : pending_) records.emplace_back(key, bytes);
+    write_segment(records);
+    return;
+  }
+  // Merged into one segment: this run's entries, then those it used, then
+  // the others from the newest segment back, while they fit under three
+  // quarters of the bound (when there is one).
+  uint64_t target = max_bytes_ ? max_bytes_ - max_bytes_ / 4 : UINT64_MAX;
+  std::vector<std::pair<std::string_view, std::string_view>> records;
+  std::set<std::string_view> taken;
+  uint64_t size = kSegmentMagic.size();
+  auto take = [&](std::string_view key, std::string_view bytes) {
+    if (taken.count(key) || size + kKeySize + 8 + bytes.size() > target) return;
+    taken.insert(key);
+    records.emplace_back(key, bytes);
+    size += kKeySize + 8 + bytes.size();
+  };
+  for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) take(it->first, it->second);
+  std::vector<std::pair<size_t, std::string_view>> live;  // record, key: the latest of each key
+  for (const auto& [key, i] : index_) live.emplace_back(i, key);
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [i, key] : live) {
+      if ((pass == 0) != used_[i].load()) continue;
+      const Record& r = records_[i];
+      take(key, std::string_view(segments_[r.segment].bytes).substr(r.offset, r.size));
+    }
+  if (!write_segment(records)) return;
+  std::error_code ec;
+  for (const auto& s : segments_) fs::remove(s.path, ec);  // another run's newer segments stay
 }
 
 size_t trim_least_recently_used(const std::string& dir, std::string_view extension, bool recursive,
@@ -519,7 +572,10 @@ size_t clean_analysis_cache(const std::string& root) {
   if (dir.empty() || !fs::is_directory(dir, ec)) return 0;
   std::vector<fs::path> entries;
   for (fs::recursive_directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && it->path().extension() == kEntrySuffix) entries.push_back(it->path());
+    if (it->is_regular_file(ec) &&
+        (it->path().extension() == kSegmentSuffix || it->path().extension() == ".entry" ||
+         it->path().extension() == ".facts"))  // the layouts of earlier versions too
+      entries.push_back(it->path());
   for (const auto& p : entries) removed += fs::remove(p, ec) ? 1 : 0;
   return removed;
 }

@@ -20,11 +20,19 @@
 // project's facts they were resolved with and used only under the same
 // digest.
 //
-// Writes are atomic (a temporary file renamed over the entry), so two runs
-// at once never leave a half-written entry; an entry that cannot be read,
-// whose checksum does not match, or that cannot be decoded is ignored and
-// rewritten. The directory's size is bounded: the entries used least
-// recently go first.
+// Entries are kept in segments: each run that stores entries writes them
+// as one new segment file (a file per entry would cost a file creation per
+// source file, which some file systems make slow), read back whole and
+// indexed by the runs that follow, the newest entry of a file winning. When
+// there are more than a few segments, or they exceed the size bound, the
+// next run that writes merges them into one: this run's entries, then the
+// ones it used, then the others from the newest back, under three quarters
+// of the bound; the others go (least recently used first).
+//
+// A segment is written to a temporary file renamed into place, so two runs
+// at once never leave a half-written one, and a merge deletes only the
+// segments it read; an entry whose checksum does not match, or that cannot
+// be decoded, is ignored and rewritten.
 #pragma once
 
 #include <sys/stat.h>
@@ -33,6 +41,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <unordered_map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -138,18 +148,33 @@ class AnalysisCache {
              const std::vector<std::pair<std::string, std::optional<uint64_t>>>& reads,
              const CachedFindings* findings) const;
 
-  // Removes the entries used least recently until the directory holds at
-  // most `max_bytes` (entries are touched when they are used, at most once
-  // an hour). Only after a run that wrote entries.
-  void trim() const;
+  // Writes the entries stored since the cache was opened as one segment,
+  // merging the segments (and keeping under the size bound) when due; the
+  // end of a run. Nothing when nothing was stored.
+  void flush() const;
 
-  // The number of entries written by this object.
+  // The number of entries stored through this object.
   size_t writes() const { return writes_; }
 
  private:
-  std::string entry_path(const std::string& path, const Config& config) const;
-  bool ensure_directory(const std::string& dir) const;
+  std::string entry_key(const std::string& path, const Config& config) const;
   const std::string& fingerprint(const Config& config) const;
+  void open_segments() const;
+  bool write_segment(const std::vector<std::pair<std::string_view, std::string_view>>& records) const;
+
+  struct Segment {
+    std::string path;
+    std::string bytes;
+  };
+  struct Record {
+    size_t segment = 0, offset = 0, size = 0;
+  };
+  mutable std::once_flag opened_;
+  mutable std::vector<Segment> segments_;  // oldest first
+  mutable std::vector<Record> records_;
+  mutable std::unordered_map<std::string, size_t> index_;  // key -> its newest record
+  mutable std::unique_ptr<std::atomic<bool>[]> used_;    // per record: loaded by this run
+  mutable std::vector<std::pair<std::string, std::string>> pending_;  // key, entry: stored by this run
 
   std::string root_;
   std::string dir_;
@@ -158,7 +183,6 @@ class AnalysisCache {
   mutable std::atomic<size_t> writes_{0};
   mutable std::mutex lock_;
   mutable std::map<const Config*, std::string> fingerprints_;
-  mutable std::set<std::string> made_;  // entry directories known to exist
   std::filesystem::path cwd_;
 };
 

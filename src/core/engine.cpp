@@ -768,7 +768,7 @@ RunResult run(const RunOptions& options) {
                     f ? &*f : nullptr);
       }
     });
-    cache.trim();
+    cache.flush();
   }
   out.cache_dir = cache_dir;
   for (auto& [path, why] : found.errors) out.errors.push_back({path, why});
@@ -836,7 +836,7 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
     if (s.cacheable && !s.entry && !s.result.error && s.skipped.empty())
       cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, read_list(s.reads), nullptr);
   }, nullptr);
-  cache.trim();
+  cache.flush();
   out.cache_dir = cache_root;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;

@@ -258,20 +258,32 @@ TEST(ProjectContext, ADamagedEntryIsIgnoredAndRewritten) {
   write_project(p);
   RunResult r;
   p.check({"train.py"}, &r);
-  // Some entries cut short, some with one byte changed (their checksum no longer matches).
-  size_t damaged = 0;
-  for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
-    if (e.path().extension() == ".entry") {
-      std::string bytes;
-      {
-        std::ifstream in(e.path(), std::ios::binary);
-        bytes.assign(std::istreambuf_iterator<char>(in), {});
-      }
-      if (damaged++ % 2) bytes.resize(bytes.size() / 2);
-      else bytes[bytes.size() / 2] ^= 0x5a;
-      std::ofstream(e.path(), std::ios::binary | std::ios::trunc) << bytes;
+  // One byte changed in the middle of the segment: the entry it falls in no
+  // longer matches its checksum, the others are still used.
+  auto segments = [&] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache"))
+      if (e.path().extension() == ".seg") out.push_back(e.path());
+    return out;
+  };
+  auto damage = [](const fs::path& file, bool cut) {
+    std::string bytes;
+    {
+      std::ifstream in(file, std::ios::binary);
+      bytes.assign(std::istreambuf_iterator<char>(in), {});
     }
-  ASSERT_EQ(damaged, 4u);
+    if (cut) bytes.resize(bytes.size() / 2);
+    else bytes[bytes.size() / 2] ^= 0x5a;
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  ASSERT_EQ(segments().size(), 1u);
+  damage(segments().front(), false);
+  EXPECT_EQ(p.check({"train.py"}, &r), (std::set<std::string>{}));
+  EXPECT_EQ(r.cached_files, 2u);
+  p.check({"train.py"}, &r);
+  EXPECT_EQ(r.cached_files, 3u);
+  // Every segment cut short: what is left of each is still read.
+  for (const auto& f : segments()) damage(f, true);
   EXPECT_EQ(p.check({"train.py"}), (std::set<std::string>{}));
   p.check({"train.py"}, &r);
   EXPECT_EQ(r.cached_files, 3u);
@@ -291,14 +303,14 @@ TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
     std::getline(in, first);
     EXPECT_EQ(first.substr(0, first.find(": warning")), "tagger/model.py:18:21") << "run " << i;
   }
-  // One whole entry per file (the processes' build and settings), nothing
-  // half-written: a fifth run takes every file from the cache.
-  size_t entries = 0;
+  // A segment per process, nothing half-written: a fifth run takes every
+  // file from the cache.
+  size_t segments = 0;
   for (const auto& e : fs::recursive_directory_iterator(p / ".torchleak_cache")) {
     EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
-    entries += e.path().extension() == ".entry" ? 1 : 0;
+    segments += e.path().extension() == ".seg" ? 1 : 0;
   }
-  EXPECT_EQ(entries, 4u);
+  EXPECT_EQ(segments, 4u);
   command = "cd '" + p.root().string() + "' && '" + std::string(TORCHLEAK_BINARY) +
             "' check --select TL005 --verbose tagger/model.py > out5.txt 2>&1";
   std::system(command.c_str());
@@ -322,18 +334,40 @@ TEST(ProjectContext, TheCacheIsBoundedAndCleaned) {
                 nullptr);
   }
   EXPECT_EQ(cache.writes(), 40u);
-  cache.trim();
+  cache.flush();
+  auto measure = [&](uint64_t& total) {
+    total = 0;
+    size_t segments = 0;
+    for (const auto& e : fs::recursive_directory_iterator(root))
+      if (e.path().extension() == ".seg") {
+        total += e.file_size();
+        ++segments;
+      }
+    return segments;
+  };
   uint64_t total = 0;
-  size_t entries = 0;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.path().extension() == ".entry") {
-      total += e.file_size();
-      ++entries;
-    }
+  EXPECT_EQ(measure(total), 1u);
   EXPECT_LE(total, 2000u);
-  EXPECT_GT(entries, 0u);
-  EXPECT_EQ(clean_analysis_cache(root), entries);
+  // The newest entries were kept: the last file's is there, the first's is not.
+  AnalysisCache again(root, 2000);
+  auto has = [&](int i) {
+    std::string file = p / (std::string("f") + std::to_string(i) + ".py");
+    std::string text = "x";
+    return again.load(file, std::nullopt, [&] { return &text; }, config).has_value();
+  };
+  EXPECT_TRUE(has(39));
+  EXPECT_FALSE(has(0));
+  // More segments than a few: the next run that writes merges them into one.
+  for (int run = 0; run < 9; ++run) {
+    AnalysisCache writer(root);
+    std::string file = p.write("g" + std::to_string(run) + ".py", "y\n");
+    writer.store(file, stamp_of(file), content_hash("y"), config, encode_facts({}), {}, nullptr);
+    writer.flush();
+  }
+  EXPECT_LE(measure(total), 8u);
+  EXPECT_GT(clean_analysis_cache(root), 0u);
   EXPECT_EQ(clean_analysis_cache(root), 0u);
+  EXPECT_EQ(measure(total), 0u);
 }
 
 TEST(ProjectContext, TheRootIsTheNearestConfigurationElseTheRepository) {
