@@ -99,6 +99,78 @@ TEST(ProjectContext, EachFileAloneGivesTheWholeProjectsFindingsForIt) {
   EXPECT_EQ(p.check({"tagger/model.py"}, nullptr, false), (std::set<std::string>{}));
 }
 
+// The findings of a run as "rule path:line", paths relative to `root`.
+std::set<std::string> findings_of(const RunResult& r, const fs::path& root) {
+  std::set<std::string> out;
+  for (const auto& d : r.diagnostics)
+    out.insert(d.rule_id + " " + fs::path(d.path).lexically_normal().lexically_relative(root).generic_string() + ":" +
+               std::to_string(d.start.line));
+  return out;
+}
+
+// Every multi-file fixture project of the Python rules: each file checked
+// alone in the project's context, and each split of its files into two
+// shards (`torchleak facts` of one, `check --facts` of the other), give the
+// whole project's findings.
+TEST(ProjectContext, EveryMultiFileFixtureGivesTheSameFindingsAloneAndInShards) {
+  fs::path fixtures = fs::path(TORCHLEAK_SOURCE_DIR) / "fixtures" / "python";
+  size_t projects = 0;
+  for (const auto& rule : fs::directory_iterator(fixtures)) {
+    if (!rule.is_directory()) continue;
+    for (const auto& dir : fs::directory_iterator(rule.path())) {
+      if (!dir.is_directory()) continue;
+      std::vector<std::string> files;
+      for (const auto& f : fs::directory_iterator(dir.path()))
+        if (f.path().extension() == ".py") files.push_back(f.path().filename().string());
+      if (files.size() < 2) continue;
+      std::sort(files.begin(), files.end());
+      ++projects;
+      Project p;
+      for (const auto& f : fs::directory_iterator(dir.path()))
+        if (f.path().extension() != ".fixed") fs::copy(f.path(), p.root() / f.path().filename());
+      auto run_on = [&](const std::vector<std::string>& names, bool context, std::vector<std::string> facts = {},
+                        bool keep = false) {
+        RunOptions options;
+        options.paths.clear();
+        for (const auto& n : names) options.paths.push_back((p.root() / n).string());
+        options.project_context = context;
+        options.use_cache = false;
+        options.facts_files = std::move(facts);
+        options.keep_facts = keep;
+        options.jobs = 1;
+        return run(options);
+      };
+      std::string name = rule.path().filename().string() + "/" + dir.path().filename().string();
+      std::set<std::string> whole = findings_of(run_on({"."}, true), p.root());
+      std::set<std::string> alone;
+      for (const auto& f : files) {
+        std::set<std::string> one = findings_of(run_on({f}, true), p.root());
+        alone.insert(one.begin(), one.end());
+      }
+      EXPECT_EQ(alone, whole) << name << ": each file alone";
+      for (unsigned mask = 1; mask + 1 < (1u << files.size()); ++mask) {
+        std::vector<std::string> shard[2];
+        for (size_t i = 0; i < files.size(); ++i) shard[(mask >> i) & 1].push_back(files[i]);
+        std::string facts[2];
+        for (int k = 0; k < 2; ++k) {
+          facts[k] = (p.root() / ("shard" + std::to_string(k) + ".facts")).string();
+          RunResult r = run_on(shard[k], false, {}, true);
+          std::vector<std::string> paths;
+          for (const auto& n : shard[k]) paths.push_back((p.root() / n).string());
+          write_facts_file(facts[k], paths, r.facts);
+        }
+        std::set<std::string> joined;
+        for (int k = 0; k < 2; ++k) {
+          std::set<std::string> part = findings_of(run_on(shard[k], true, {facts[1 - k]}), p.root());
+          joined.insert(part.begin(), part.end());
+        }
+        EXPECT_EQ(joined, whole) << name << ": split " << mask;
+      }
+    }
+  }
+  EXPECT_GE(projects, 20u);
+}
+
 TEST(ProjectContext, TheCacheServesUnchangedFilesAndNotChangedOnes) {
   Project p;
   write_project(p);
