@@ -4,7 +4,9 @@
 #include <cereal/types/optional.hpp>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -182,12 +184,47 @@ struct Header {
   }
 };
 
+// The GNU build ID of the running executable (a hash the linker computes
+// over what it linked), as hex; "" when it has none.
+std::string build_id() {
+  std::string id;
+  dl_iterate_phdr(
+      [](struct dl_phdr_info* info, size_t, void* data) -> int {
+        auto* out = static_cast<std::string*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_NOTE) continue;
+          const char* at = reinterpret_cast<const char*>(info->dlpi_addr + ph.p_vaddr);
+          const char* end = at + ph.p_memsz;
+          while (at + sizeof(ElfW(Nhdr)) <= end) {
+            const auto* note = reinterpret_cast<const ElfW(Nhdr)*>(at);
+            const char* name = at + sizeof(ElfW(Nhdr));
+            const char* desc = name + ((note->n_namesz + 3) & ~3u);
+            if (desc + note->n_descsz > end) break;
+            if (note->n_type == NT_GNU_BUILD_ID && note->n_namesz == 4 && std::memcmp(name, "GNU", 4) == 0) {
+              for (uint32_t k = 0; k < note->n_descsz; ++k)
+                *out += fmt::format("{:02x}", static_cast<unsigned char>(desc[k]));
+              return 1;
+            }
+            at = desc + ((note->n_descsz + 3) & ~3u);
+          }
+        }
+        return 1;  // the first object is the executable: stop there
+      },
+      &id);
+  return id;
+}
+
 // The tool's version and this build: an entry written by another build of
-// the same version (a rule changed) is not used.
+// the same version (a rule changed) is not used. The build is known by its
+// build ID, so that the same executable installed again (a CI job's fresh
+// install, a restored cache) still uses the entries; without one, by the
+// executable's path, size and time.
 std::string build_identity() {
+  std::string id = kVersion;
+  if (std::string linked = build_id(); !linked.empty()) return id + ":" + linked;
   std::error_code ec;
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  std::string id = kVersion;
   if (!ec) {
     auto size = fs::file_size(exe, ec);
     auto time = fs::last_write_time(exe, ec).time_since_epoch().count();
