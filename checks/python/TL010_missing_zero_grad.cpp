@@ -21,14 +21,15 @@
 //     analyzed file defines, whose name speaks of gradients, is taken to
 //     clear them: the finding stays silent rather than guess.
 //
-// With several optimizers, each must be cleared: when every clearing in the
-// loop is an optimizer's `zero_grad()` (no helper, no `p.grad = ...`, no
-// call into another file that may clear), an optimizer built in the same
-// function over one module's `parameters()` and stepped in the loop, whose
-// own zero_grad and its module's are not among them, keeps accumulating (a
-// GAN's discriminator optimizer stepped every iteration while only the
-// generator's is cleared). An optimizer over anything else (a list, a
-// parameter group, an attribute) is taken to be cleared by any clearing.
+// With several optimizers stepped in the loop, each must be cleared: when
+// every clearing in the loop is the `zero_grad()` of an optimizer built in
+// the same function over one module's `parameters()` (no module's
+// zero_grad, no helper, no `p.grad = ...`), an optimizer built the same way
+// and stepped in the loop whose own zero_grad and its module's are not among
+// them keeps accumulating (a GAN's discriminator optimizer stepped every
+// iteration while only the generator's is cleared). An optimizer over
+// anything else (a list, a parameter group, an attribute) is taken to be
+// cleared by any clearing, and a module's zero_grad() to clear them all.
 //
 // The finding points at the backward call: that is where gradients are
 // added to whatever `.grad` already holds, and where the fix's comment
@@ -262,7 +263,15 @@ class MissingZeroGrad final : public Check {
     if (kind_of(function_node) != Kind::Attribute || m.text(field(function_node, "attribute")) != "parameters")
       return {};
     TSNode module = unparenthesize(field(function_node, "object"));
-    return kind_of(module) == Kind::Identifier ? std::string(m.text(module)) : std::string();
+    if (kind_of(module) != Kind::Identifier) return {};
+    // A module of its own: a parameter of the function or a value it builds,
+    // not another module's part (`backbone = model.backbone`), whose
+    // parameters a zero_grad of the whole would clear.
+    const Binding* made = m.reaching(m.text(module), start_byte(module), function);
+    if (made && made->kind != BindingKind::Parameter &&
+        (made->kind != BindingKind::Assign || kind_of(unparenthesize(made->value)) != Kind::Call))
+      return {};
+    return std::string(m.text(module));
   }
 
   // With every clearing in `loop` an optimizer's (or a module's) direct
@@ -286,30 +295,39 @@ class MissingZeroGrad final : public Check {
       const Call& c = calls[i];
       if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
       if (!call_info(m, index, i).clears) continue;
+      // Only optimizers built here over one module's parameters: a module's
+      // zero_grad() (`model`, a compiled or wrapped `net`, an alias of a
+      // submodule) may hold the stepped optimizer's parameters.
       TSNode receiver = unparenthesize(c.receiver);
       if (c.method != "zero_grad" || is_null(receiver) || kind_of(receiver) != Kind::Identifier) return {};
+      std::string module = optimized_module(m, receiver, c.function);
+      if (module.empty()) return {};
       direct.insert(&c);
       std::string name(m.text(receiver));
       if (std::find(out.cleared.begin(), out.cleared.end(), name) == out.cleared.end()) out.cleared.push_back(name);
       cleared.insert(std::move(name));
-      std::string module = optimized_module(m, receiver, c.function);
-      if (!module.empty()) cleared.insert(module);
+      cleared.insert(std::move(module));
     }
     if (direct.empty()) return {};
     // Nothing else clears: no helper, no `p.grad = ...`.
     index.new_scan();
     if (clears_in_range(m, index, l.start, l.end, l.function, 0, &external, &direct)) return {};
+    // Of the optimizers stepped in the loop (two at least), one over a
+    // module that none of those calls clears.
+    NameSet stepped;
     for (const Call& c : calls) {
       if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
       TSNode optimizer = unparenthesize(m.stepped_optimizer(c));
       if (is_null(optimizer) || kind_of(optimizer) != Kind::Identifier) continue;
+      stepped.insert(std::string(m.text(optimizer)));
+      if (out.step) continue;
       std::string module = optimized_module(m, optimizer, c.function);
       if (module.empty() || cleared.count(m.text(optimizer)) || cleared.count(module)) continue;
       out.step = &c;
       out.module = std::move(module);
-      return out;
     }
-    return {};
+    if (stepped.size() < 2) return {};
+    return out;
   }
 
   static bool clears_in_loop(const Model& m, ClearingIndex& index, int loop, std::vector<std::string>& external) {

@@ -58,7 +58,7 @@ void serialize(Archive& ar, CachedFindings& f) {
 }
 template <class Archive>
 void serialize(Archive& ar, FileStamp& s) {
-  ar(s.mtime_ns, s.ctime_ns, s.size, s.inode, s.device);
+  ar(s.mtime_ns, s.ctime_ns, s.size, s.inode, s.device, s.taken_ns);
 }
 
 namespace {
@@ -68,7 +68,7 @@ constexpr std::string_view kSegmentMagic = "TLSEGMT1";
 constexpr size_t kKeySize = 32;     // an entry's key: 128 bits in hexadecimal
 constexpr size_t kMaxSegments = 8;  // more, and the next run that writes merges them
 constexpr std::string_view kMagic = "TLCACHE3";  // changed with the entries' layout
-constexpr int64_t kStampTrustNs = 1'000'000'000;  // see "racily clean" in the header
+constexpr int64_t kStampTrustNs = 2'000'000'000;  // see "racily clean" in the header (FAT's times: 2 s)
 
 thread_local FileReads* t_reads = nullptr;
 
@@ -105,11 +105,13 @@ int64_t now_ns() {
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
 }
 
-// A stamp that can be trusted next time: neither time within a second of now.
+// A stamp that can be trusted next time: neither of the file's times within
+// the margin before the stamp was taken (a change in the same tick of the
+// file system's clock would not show in the times).
 std::optional<FileStamp> trusted(const std::optional<FileStamp>& stamp) {
   if (!stamp) return std::nullopt;
-  int64_t now = now_ns();
-  if (now - stamp->mtime_ns < kStampTrustNs || now - stamp->ctime_ns < kStampTrustNs) return std::nullopt;
+  if (stamp->taken_ns - stamp->mtime_ns < kStampTrustNs || stamp->taken_ns - stamp->ctime_ns < kStampTrustNs)
+    return std::nullopt;
   return stamp;
 }
 
@@ -244,6 +246,8 @@ bool unchanged(const StoredRead& read) {
 
 }  // namespace
 
+namespace {
+
 FileStamp stamp_of(const struct stat& st) {
   FileStamp s;
   s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
@@ -254,10 +258,15 @@ FileStamp stamp_of(const struct stat& st) {
   return s;
 }
 
+}  // namespace
+
 std::optional<FileStamp> stamp_of(const std::string& path) {
+  int64_t now = now_ns();
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  return stamp_of(st);
+  FileStamp s = stamp_of(st);
+  s.taken_ns = now;
+  return s;
 }
 
 uint64_t content_hash(std::string_view text) {
@@ -301,18 +310,24 @@ const std::string& AnalysisCache::fingerprint(const Config& c) const {
   for (const auto& p : c.per_file_ignores) list("per-file-ignores:" + p.pattern, p.rules);
   s += fmt::format("torch={}\ndevice-memory={}\noversized={}:{}\n", c.target_torch_version, c.device_memory_bytes,
                    c.oversized_layer_bytes, c.oversized_layer_set);
+  // The model files as the configuration reads them: relative to its own
+  // directory (that of `source`; the working directory for the command line).
+  fs::path base = c.source.empty() ? cwd_ : fs::path(c.source).parent_path();
+  if (base.is_relative()) base = cwd_ / base;
   for (const auto& f : c.model_files) {
-    s += "model-file=" + f + ":";
-    if (auto text = read_whole(f)) s += std::to_string(content_hash(*text));
+    fs::path file = fs::path(f).is_absolute() ? fs::path(f) : base / f;
+    s += "model-file=" + file.lexically_normal().string() + ":";
+    if (auto text = read_whole(file.string())) s += std::to_string(content_hash(*text));
     s += '\n';
   }
   return fingerprints_.emplace(&c, std::move(s)).first->second;
 }
 
-void note_file_read(const std::string& path) {
+void note_file_read(const std::string& path, const std::optional<FileStamp>& stamp, const std::string* text) {
   if (!t_reads) return;
   auto& files = t_reads->files_;
-  if (std::find(files.begin(), files.end(), path) == files.end()) files.push_back(path);
+  if (std::any_of(files.begin(), files.end(), [&](const FileRead& r) { return r.path == path; })) return;
+  files.push_back(FileRead{path, text ? content_hash(*text) : 0, stamp});
 }
 
 FileReads::FileReads() : previous_(t_reads) { t_reads = this; }
@@ -412,7 +427,7 @@ std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
   }
   for (const auto& read : header.reads) {
     if (!unchanged(read)) return std::nullopt;  // an imported file changed
-    entry.reads_.emplace_back(read.path, read.content);
+    entry.reads_.push_back(FileRead{read.path, read.content, read.stamp});
   }
   used_[found->second] = true;  // kept first when the cache is trimmed
   entry.path_ = path;
@@ -445,21 +460,12 @@ std::optional<CachedFindings> AnalysisCache::Entry::findings() const {
 
 void AnalysisCache::store(const std::string& path, const std::optional<FileStamp>& stamp, uint64_t content,
                           const Config& config, const EncodedFacts& facts,
-                          const std::vector<std::pair<std::string, std::optional<uint64_t>>>& reads,
-                          const CachedFindings* findings) const {
+                          const std::vector<FileRead>& reads, const CachedFindings* findings) const {
   if (dir_.empty()) return;
   Header header;
   header.content = content;
   header.stamp = trusted(stamp);
-  for (const auto& [r, known] : reads) {
-    StoredRead read{r, 0, trusted(stamp_of(r))};
-    if (known) {
-      read.content = *known;
-    } else if (auto now = read_whole(r)) {
-      read.content = content_hash(*now);
-    }
-    header.reads.push_back(std::move(read));
-  }
+  for (const auto& r : reads) header.reads.push_back(StoredRead{r.path, r.content, trusted(r.stamp)});
   const std::string& facts_bytes = facts.bytes;
   header.facts_digest = facts.digest;
   header.facts_size = facts_bytes.size();

@@ -67,10 +67,23 @@ struct FileStamp {
   uint64_t size = 0;
   uint64_t inode = 0;
   uint64_t device = 0;
-  friend bool operator==(const FileStamp&, const FileStamp&) = default;
+  int64_t taken_ns = 0;  // when stat was asked (not part of the comparison)
+  friend bool operator==(const FileStamp& a, const FileStamp& b) {
+    return a.mtime_ns == b.mtime_ns && a.ctime_ns == b.ctime_ns && a.size == b.size && a.inode == b.inode &&
+           a.device == b.device;
+  }
 };
-FileStamp stamp_of(const struct stat& st);
+// The stamp of a file, taken now (before its content is read, so that a
+// change after the read shows in the next stamp).
 std::optional<FileStamp> stamp_of(const std::string& path);
+
+// A file an analysis read besides the one analyzed: its stamp taken before
+// the read, the hash of what was read (0: there was no such file).
+struct FileRead {
+  std::string path;
+  uint64_t content = 0;
+  std::optional<FileStamp> stamp;
+};
 
 // The hash of a file's content as entries record it (never 0).
 uint64_t content_hash(std::string_view text);
@@ -120,7 +133,7 @@ class AnalysisCache {
     std::vector<Fact> facts() const;
     EncodedFacts encoded_facts() const;
     std::optional<CachedFindings> findings() const;
-    const std::vector<std::pair<std::string, uint64_t>>& reads() const { return reads_; }
+    const std::vector<FileRead>& reads() const { return reads_; }
 
    private:
     friend class AnalysisCache;
@@ -129,7 +142,7 @@ class AnalysisCache {
     size_t facts_at_ = 0, findings_at_ = 0;
     uint64_t content_ = 0, facts_digest_ = 0;
     bool restamp_ = false;
-    std::vector<std::pair<std::string, uint64_t>> reads_;
+    std::vector<FileRead> reads_;
   };
 
   // The entry of the file at `path` with these settings when it is current.
@@ -140,12 +153,11 @@ class AnalysisCache {
 
   // Records the analysis of the file at `path`: the stamp taken before its
   // content was read, the content's hash, its facts, the files the analysis
-  // read (`reads`, hashed now unless their hash is given), and its findings
-  // when it was a named file. Failing to write is not an error: the next run
-  // analyzes the file again.
+  // read, and its findings when it was a named file. Kept in memory until
+  // flush(). Failing to write is not an error: the next run analyzes the
+  // file again.
   void store(const std::string& path, const std::optional<FileStamp>& stamp, uint64_t content,
-             const Config& config, const EncodedFacts& facts,
-             const std::vector<std::pair<std::string, std::optional<uint64_t>>>& reads,
+             const Config& config, const EncodedFacts& facts, const std::vector<FileRead>& reads,
              const CachedFindings* findings) const;
 
   // Writes the entries stored since the cache was opened as one segment,
@@ -188,9 +200,10 @@ class AnalysisCache {
 
 // The files an analysis read besides the one analyzed (another module of
 // the project, through an import), recorded for the thread that analyzes:
-// a frontend calls note_file_read; the engine installs a FileReads around
-// each analysis.
-void note_file_read(const std::string& path);
+// a frontend calls note_file_read with the stamp it took before reading and
+// the text it read (nullptr: no such file); the engine installs a FileReads
+// around each analysis.
+void note_file_read(const std::string& path, const std::optional<FileStamp>& stamp, const std::string* text);
 
 class FileReads {
  public:
@@ -198,11 +211,11 @@ class FileReads {
   ~FileReads();
   FileReads(const FileReads&) = delete;
   FileReads& operator=(const FileReads&) = delete;
-  const std::vector<std::string>& files() const { return files_; }
+  const std::vector<FileRead>& files() const { return files_; }
 
  private:
-  friend void note_file_read(const std::string& path);
-  std::vector<std::string> files_;
+  friend void note_file_read(const std::string& path, const std::optional<FileStamp>& stamp, const std::string* text);
+  std::vector<FileRead> files_;
   FileReads* previous_;
 };
 

@@ -136,7 +136,7 @@ struct Slot {
   std::optional<CachedFindings> findings;
   std::optional<FileStamp> stamp;  // taken before the file was read
   uint64_t content = 0;            // the hash of the text analyzed
-  std::vector<std::string> reads;  // the files the analysis read through imports
+  std::vector<FileRead> reads;     // the files the analysis read through imports
   EncodedFacts encoded;            // the facts as entries hold them, with their digest
   bool depends_on_project = false; // the analysis deferred findings to the project's facts
   std::optional<CachedFindings> store_findings;  // a named file's findings, to be stored
@@ -488,7 +488,9 @@ void analyze_on_disk(const std::string& path, uint64_t max_size, const AnalysisC
   };
   if (slot.cacheable) {
     slot.stamp = stamp_of(path);
-    if (auto entry = cache.load(path, slot.stamp, text, *slot.config)) {
+    // A file now above the size limit is read (and skipped) as without a cache.
+    bool within = !slot.stamp || !max_size || slot.stamp->size <= max_size;
+    if (auto entry = within ? cache.load(path, slot.stamp, text, *slot.config) : std::nullopt) {
       slot.entry = std::move(entry);
       slot.encoded.digest = slot.entry->facts_digest();
       slot.cached = slot.context;
@@ -497,13 +499,6 @@ void analyze_on_disk(const std::string& path, uint64_t max_size, const AnalysisC
   }
   if (!text()) return;
   analyze_fresh(file, slot, !cache.dir().empty());
-}
-
-// The files an analysis read, for AnalysisCache::store (hashed as it stores them).
-std::vector<std::pair<std::string, std::optional<uint64_t>>> read_list(const std::vector<std::string>& reads) {
-  std::vector<std::pair<std::string, std::optional<uint64_t>>> out;
-  for (const auto& r : reads) out.emplace_back(r, std::nullopt);
-  return out;
 }
 
 // The digest of everything the second phase reads: each file's path and
@@ -557,9 +552,11 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   }
   if (roots.empty()) return {};
   first_root = *roots.begin();
-  // A root named itself, or under a named directory: its files are all named.
+  // A root named itself, or under a named directory: its files are all
+  // named (unless --exclude globs, which match paths as spelled, left some
+  // of them out of the named walk).
   std::vector<std::string> named_dirs;
-  for (const std::string& t : named) {
+  for (const std::string& t : dopt.exclude.empty() ? named : std::vector<std::string>{}) {
     std::error_code ec;
     if (fs::is_directory(t, ec)) named_dirs.push_back(normal_absolute(t));
   }
@@ -753,19 +750,19 @@ RunResult run(const RunOptions& options) {
   RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts, project);
   // What was analyzed goes into the cache, findings with it for named files;
   // an entry whose file was only touched gets the file's new stamp.
+  // A run stopped at any point stores nothing: its index may lack facts.
+  cancelled = options.cancel && options.cancel->load();
   if (caching && !cancelled) {
     parallel_for(slots.size(), jobs, [&](size_t i) {
       Slot& s = slots[i];
       if (!s.cacheable || s.result.error || !s.skipped.empty()) return;
       if (!s.entry) {
-        cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, read_list(s.reads),
+        cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, s.reads,
                     s.store_findings ? &*s.store_findings : nullptr);
       } else if (s.entry->restamp()) {
-        std::vector<std::pair<std::string, std::optional<uint64_t>>> reads;
-        for (const auto& [r, h] : s.entry->reads()) reads.emplace_back(r, h);
         std::optional<CachedFindings> f = s.entry->findings();
-        cache.store(s.result.path, s.stamp, s.entry->content(), *s.config, s.entry->encoded_facts(), reads,
-                    f ? &*f : nullptr);
+        cache.store(s.result.path, s.stamp, s.entry->content(), *s.config, s.entry->encoded_facts(),
+                    s.entry->reads(), f ? &*f : nullptr);
       }
     });
     cache.flush();
@@ -834,7 +831,7 @@ RunResult run_in_context(const std::vector<SourceFile>& files, const std::vector
   parallel_for(slots.size(), effective_jobs(jobs), [&](size_t i) {
     const Slot& s = slots[i];
     if (s.cacheable && !s.entry && !s.result.error && s.skipped.empty())
-      cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, read_list(s.reads), nullptr);
+      cache.store(s.result.path, s.stamp, s.content, *s.config, s.encoded, s.reads, nullptr);
   }, nullptr);
   cache.flush();
   out.cache_dir = cache_root;

@@ -161,17 +161,26 @@ std::string locate_module(std::string_view importer, std::string_view module, in
 }  // namespace
 
 const Model* foreign_model(const std::string& path, const Config& config) {
-  note_file_read(path);  // the analysis depends on it (the facts cache checks it is unchanged)
+  // The analysis depends on the file: the analysis cache records what was
+  // read, with the stamp taken before reading it, and checks it is unchanged.
+  std::optional<FileStamp> stamp = stamp_of(path);
   std::list<Kept>& list = kept();
   std::error_code ec;
   std::uintmax_t size = fs::file_size(path, ec);
-  if (ec) return nullptr;
+  if (ec) {
+    note_file_read(path, stamp, nullptr);
+    return nullptr;
+  }
   fs::file_time_type time = fs::last_write_time(path, ec);
-  if (ec) return nullptr;
+  if (ec) {
+    note_file_read(path, stamp, nullptr);
+    return nullptr;
+  }
   for (auto it = list.begin(); it != list.end(); ++it) {
     if (it->path != path || !same_settings(it->config, config)) continue;
     if (it->size == size && it->time == time) {
       list.splice(list.begin(), list, it);  // most recently used first
+      note_file_read(path, stamp, &list.front().text);
       return list.front().model.get();
     }
     list.erase(it);
@@ -190,6 +199,7 @@ const Model* foreign_model(const std::string& path, const Config& config) {
   }
   list.push_front(std::move(k));
   Kept& entry = list.front();
+  note_file_read(path, stamp, &entry.text);
   if (!entry.text.empty() || size == 0) {
     try {
       entry.model = std::make_unique<Model>(entry.text, entry.config, entry.path, false);

@@ -313,6 +313,22 @@ TEST(ProjectContext, AFileIsKnownUnchangedByItsStampAndChangedByItsContent) {
   EXPECT_EQ(r.cached_findings, 0u);
 }
 
+TEST(ProjectContext, AFileNowAboveTheSizeLimitIsSkippedNotTakenFromTheCache) {
+  Project p;
+  write_project(p);
+  RunResult r;
+  p.check({"tagger/model.py"}, &r);
+  RunOptions options;
+  options.paths = {p / "tagger/model.py"};
+  options.cache_dir = (p.root() / ".torchleak_cache").string();
+  options.max_file_size = 100;
+  r = run(options);
+  EXPECT_EQ(r.cached_findings, 0u);
+  EXPECT_TRUE(r.diagnostics.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0].message.rfind("skipped: too large", 0), 0u) << r.notes[0].message;
+}
+
 TEST(ProjectContext, ASettingThatChangesFactsMissesTheCache) {
   Project p;
   write_project(p);
