@@ -209,17 +209,9 @@ class MissingZeroGrad final : public Check {
   // .grad starts empty, and nothing accumulates. An optimizer over the
   // parameters of a module that outlives the loop still does.
   static bool fresh_parameters(const Model& m, const Call& step, int loop) {
-    TSNode optimizer = unparenthesize(m.stepped_optimizer(step));
-    if (kind_of(optimizer) != Kind::Identifier) return false;
-    const Binding* b = m.reaching(m.text(optimizer), start_byte(optimizer), step.function);
-    if (!b || b->kind != BindingKind::Assign || b->element >= 0 || !m.loop_contains(loop, b->start)) return false;
-    TSNode built = unparenthesize(b->value);
-    if (kind_of(built) != Kind::Call || !is_torch_optimizer_class(m.qualify(field(built, "function")))) return false;
-    Call construction{};
-    construction.args = field(built, "arguments");
-    TSNode params = m.keyword_argument(construction, "params");
-    if (is_null(params)) params = m.positional_argument(construction, 0);
-    params = unparenthesize(params);
+    const Binding* b = nullptr;
+    TSNode params = optimizer_params(m, m.stepped_optimizer(step), step.function, &b);
+    if (is_null(params) || !m.loop_contains(loop, b->start)) return false;
     if (kind_of(params) != Kind::List && kind_of(params) != Kind::Tuple) return false;
     uint32_t n = ts_node_named_child_count(params);
     if (n == 0) return false;
@@ -244,20 +236,30 @@ class MissingZeroGrad final : public Check {
     return nullptr;
   }
 
-  // The module an optimizer is built over: `opt` bound in `function` to
-  // `torch.optim.X(M.parameters(), ...)` gives "M"; "" otherwise.
-  static std::string optimized_module(const Model& m, TSNode optimizer, int function) {
+  // What an optimizer is built over: `opt` bound in `function` (by
+  // `*binding`) to `torch.optim.X(params, ...)` gives `params`; null
+  // otherwise.
+  static TSNode optimizer_params(const Model& m, TSNode optimizer, int function,
+                                 const Binding** binding = nullptr) {
     optimizer = unparenthesize(optimizer);
-    if (kind_of(optimizer) != Kind::Identifier) return {};
+    if (kind_of(optimizer) != Kind::Identifier) return TSNode{};
     const Binding* b = m.reaching(m.text(optimizer), start_byte(optimizer), function);
-    if (!b || b->kind != BindingKind::Assign || b->element >= 0) return {};
+    if (!b || b->kind != BindingKind::Assign || b->element >= 0) return TSNode{};
     TSNode built = unparenthesize(b->value);
-    if (kind_of(built) != Kind::Call || !is_torch_optimizer_class(m.qualify(field(built, "function")))) return {};
+    if (kind_of(built) != Kind::Call || !is_torch_optimizer_class(m.qualify(field(built, "function"))))
+      return TSNode{};
     Call construction{};
     construction.args = field(built, "arguments");
     TSNode params = m.keyword_argument(construction, "params");
     if (is_null(params)) params = m.positional_argument(construction, 0);
-    params = unparenthesize(params);
+    if (binding) *binding = b;
+    return unparenthesize(params);
+  }
+
+  // The module an optimizer is built over: `opt` bound in `function` to
+  // `torch.optim.X(M.parameters(), ...)` gives "M"; "" otherwise.
+  static std::string optimized_module(const Model& m, TSNode optimizer, int function) {
+    TSNode params = optimizer_params(m, optimizer, function);
     if (kind_of(params) != Kind::Call || ts_node_named_child_count(field(params, "arguments")) != 0) return {};
     TSNode function_node = field(params, "function");
     if (kind_of(function_node) != Kind::Attribute || m.text(field(function_node, "attribute")) != "parameters")

@@ -5,14 +5,12 @@
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <elf.h>
-#include <fcntl.h>
 #include <link.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <cerrno>
 #include <cstring>
 #include <ctime>
 
@@ -60,6 +58,10 @@ template <class Archive>
 void serialize(Archive& ar, FileStamp& s) {
   ar(s.mtime_ns, s.ctime_ns, s.size, s.inode, s.device, s.taken_ns);
 }
+template <class Archive>
+void serialize(Archive& ar, FileRead& r) {
+  ar(r.path, r.content, r.stamp);
+}
 
 namespace {
 
@@ -74,29 +76,13 @@ thread_local FileReads* t_reads = nullptr;
 
 std::string hex128(XXH128_hash_t h) { return fmt::format("{:016x}{:016x}", h.high64, h.low64); }
 
-// The bytes of a file (and what fstat says of it, when `st` is given).
-std::optional<std::string> read_whole(const std::string& path, struct stat* st = nullptr) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-  if (fd < 0) return std::nullopt;
-  if (st && ::fstat(fd, st) != 0) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  std::string out;
-  if (st) out.reserve(static_cast<size_t>(st->st_size));
-  char buffer[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      ::close(fd);
-      return std::nullopt;
-    }
-    out.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+std::optional<std::string> read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return std::move(buffer).str();
 }
 
 int64_t now_ns() {
@@ -164,20 +150,10 @@ std::vector<StoredFact> stored_facts(const std::vector<Fact>& facts) {
   return out;
 }
 
-struct StoredRead {
-  std::string path;
-  uint64_t content = 0;  // 0: the file did not exist
-  std::optional<FileStamp> stamp;
-  template <class Archive>
-  void serialize(Archive& ar) {
-    ar(path, content, stamp);
-  }
-};
-
 struct Header {
   uint64_t content = 0;
   std::optional<FileStamp> stamp;
-  std::vector<StoredRead> reads;
+  std::vector<FileRead> reads;
   uint64_t facts_digest = 0;
   uint64_t facts_size = 0;  // bytes of the encoded facts after the header
   template <class Archive>
@@ -236,7 +212,7 @@ std::string build_identity() {
 }
 
 // Whether a file read through an import still has the content it had.
-bool unchanged(const StoredRead& read) {
+bool unchanged(const FileRead& read) {
   std::optional<FileStamp> now = stamp_of(read.path);
   if (!now) return read.content == 0;
   if (read.stamp && *read.stamp == *now) return true;
@@ -246,25 +222,16 @@ bool unchanged(const StoredRead& read) {
 
 }  // namespace
 
-namespace {
-
-FileStamp stamp_of(const struct stat& st) {
+std::optional<FileStamp> stamp_of(const std::string& path) {
+  int64_t now = now_ns();
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   FileStamp s;
   s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
   s.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
   s.size = static_cast<uint64_t>(st.st_size);
   s.inode = static_cast<uint64_t>(st.st_ino);
   s.device = static_cast<uint64_t>(st.st_dev);
-  return s;
-}
-
-}  // namespace
-
-std::optional<FileStamp> stamp_of(const std::string& path) {
-  int64_t now = now_ns();
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  FileStamp s = stamp_of(st);
   s.taken_ns = now;
   return s;
 }
@@ -401,37 +368,34 @@ std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
   auto found = index_.find(entry_key(path, config));
   if (found == index_.end()) return std::nullopt;
   const Record& record = records_[found->second];
-  auto bytes = std::optional<std::string>(
-      std::string_view(segments_[record.segment].bytes).substr(record.offset, record.size));
+  std::string_view bytes = std::string_view(segments_[record.segment].bytes).substr(record.offset, record.size);
   // magic, checksum of the rest, the header's size, the header
   constexpr size_t kFixed = kMagic.size() + 8 + 4;
-  if (!bytes || bytes->size() < kFixed || std::string_view(*bytes).substr(0, kMagic.size()) != kMagic)
-    return std::nullopt;
+  if (bytes.size() < kFixed || bytes.substr(0, kMagic.size()) != kMagic) return std::nullopt;
   uint64_t checksum;
   uint32_t header_size;
-  std::memcpy(&checksum, bytes->data() + kMagic.size(), 8);
-  std::memcpy(&header_size, bytes->data() + kMagic.size() + 8, 4);
-  std::string_view rest = std::string_view(*bytes).substr(kMagic.size() + 8);
+  std::memcpy(&checksum, bytes.data() + kMagic.size(), 8);
+  std::memcpy(&header_size, bytes.data() + kMagic.size() + 8, 4);
+  std::string_view rest = bytes.substr(kMagic.size() + 8);
   if (XXH3_64bits(rest.data(), rest.size()) != checksum || header_size > rest.size() - 4) return std::nullopt;
   Header header;
   if (!decode(rest.substr(4, header_size), header)) return std::nullopt;
   Entry entry;
   entry.facts_at_ = kFixed + header_size;
   entry.findings_at_ = entry.facts_at_ + header.facts_size;
-  if (entry.findings_at_ > bytes->size()) return std::nullopt;
+  if (entry.findings_at_ > bytes.size()) return std::nullopt;
   // The file: unchanged by its stamp, else by its content.
   if (!(stamp && header.stamp && *stamp == *header.stamp)) {
     const std::string* now = text();
     if (!now || content_hash(*now) != header.content) return std::nullopt;
     entry.restamp_ = true;
   }
-  for (const auto& read : header.reads) {
+  for (const auto& read : header.reads)
     if (!unchanged(read)) return std::nullopt;  // an imported file changed
-    entry.reads_.push_back(FileRead{read.path, read.content, read.stamp});
-  }
+  entry.reads_ = std::move(header.reads);
   used_[found->second] = true;  // kept first when the cache is trimmed
   entry.path_ = path;
-  entry.bytes_ = std::move(*bytes);
+  entry.bytes_ = std::string(bytes);
   entry.content_ = header.content;
   entry.facts_digest_ = header.facts_digest;
   return entry;
@@ -465,7 +429,7 @@ void AnalysisCache::store(const std::string& path, const std::optional<FileStamp
   Header header;
   header.content = content;
   header.stamp = trusted(stamp);
-  for (const auto& r : reads) header.reads.push_back(StoredRead{r.path, r.content, trusted(r.stamp)});
+  for (const auto& r : reads) header.reads.push_back(FileRead{r.path, r.content, trusted(r.stamp)});
   const std::string& facts_bytes = facts.bytes;
   header.facts_digest = facts.digest;
   header.facts_size = facts_bytes.size();

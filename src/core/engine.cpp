@@ -556,9 +556,11 @@ std::vector<std::string> context_files(const std::vector<std::string>& targets, 
   // named (unless --exclude globs, which match paths as spelled, left some
   // of them out of the named walk).
   std::vector<std::string> named_dirs;
-  for (const std::string& t : dopt.exclude.empty() ? named : std::vector<std::string>{}) {
-    std::error_code ec;
-    if (fs::is_directory(t, ec)) named_dirs.push_back(normal_absolute(t));
+  if (dopt.exclude.empty()) {
+    for (const std::string& t : named) {
+      std::error_code ec;
+      if (fs::is_directory(t, ec)) named_dirs.push_back(normal_absolute(t));
+    }
   }
   std::erase_if(roots, [&](const std::string& root) {
     std::string r = normal_absolute(root);
@@ -749,8 +751,8 @@ RunResult run(const RunOptions& options) {
   }
   RunResult out = finish(slots, options.report_unused_suppressions, std::move(given), options.keep_facts, project);
   // What was analyzed goes into the cache, findings with it for named files;
-  // an entry whose file was only touched gets the file's new stamp.
-  // A run stopped at any point stores nothing: its index may lack facts.
+  // an entry whose file was only touched gets the file's new stamp. A run
+  // stopped at any point stores nothing: its index may lack facts.
   cancelled = options.cancel && options.cancel->load();
   if (caching && !cancelled) {
     parallel_for(slots.size(), jobs, [&](size_t i) {

@@ -38,6 +38,10 @@ class Project {
     std::ofstream(p, std::ios::binary) << text;
     return p.string();
   }
+  std::string read(const std::string& relative) const {
+    std::ifstream in(root_ / relative, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
   std::string operator/(const std::string& relative) const { return (root_ / relative).string(); }
   const fs::path& root() const { return root_; }
 
@@ -264,8 +268,7 @@ TEST(ProjectContext, CachedFindingsThatReadAnotherFilesFactsFollowThatFile) {
   EXPECT_EQ(p.check({"tagger/model.py"}, &r), (std::set<std::string>{"TL005 model.py:18"}));
   EXPECT_EQ(r.cached_findings, 1u);
   // The wrap in DataParallel goes from the other script: model.py is unchanged, its finding goes.
-  std::ifstream in(p / "tagger/train.py");
-  std::string train((std::istreambuf_iterator<char>(in)), {});
+  std::string train = p.read("tagger/train.py");
   std::string unwrapped = train;
   unwrapped.replace(unwrapped.find("model = nn.DataParallel(model)"), 30, "model = model");
   p.write("tagger/train.py", unwrapped);
@@ -301,9 +304,7 @@ TEST(ProjectContext, AFileIsKnownUnchangedByItsStampAndChangedByItsContent) {
   EXPECT_EQ(r.cached_findings, 1u);
   // Changed with the same size and the old modification time: the content decides.
   auto when = fs::last_write_time(model);
-  std::ifstream in(model);
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  in.close();
+  std::string text = p.read("tagger/model.py");
   size_t at = text.find("nn.LSTM");
   ASSERT_NE(at, std::string::npos);
   text.replace(at, 7, "nn.GRU ");
@@ -354,12 +355,8 @@ TEST(ProjectContext, ADamagedEntryIsIgnoredAndRewritten) {
       if (e.path().extension() == ".seg") out.push_back(e.path());
     return out;
   };
-  auto damage = [](const fs::path& file, bool cut) {
-    std::string bytes;
-    {
-      std::ifstream in(file, std::ios::binary);
-      bytes.assign(std::istreambuf_iterator<char>(in), {});
-    }
+  auto damage = [&](const fs::path& file, bool cut) {
+    std::string bytes = p.read(file.string());  // absolute: the root is not prepended
     if (cut) bytes.resize(bytes.size() / 2);
     else bytes[bytes.size() / 2] ^= 0x5a;
     std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
@@ -402,8 +399,7 @@ TEST(ProjectContext, ConcurrentRunsLeaveAUsableCache) {
   command = "cd '" + p.root().string() + "' && '" + std::string(TORCHLEAK_BINARY) +
             "' check --select TL005 --verbose tagger/model.py > out5.txt 2>&1";
   std::system(command.c_str());
-  std::ifstream in(p / "out5.txt");
-  std::string all((std::istreambuf_iterator<char>(in)), {});
+  std::string all = p.read("out5.txt");
   EXPECT_NE(all.find("1 file checked (1 from the cache), 3 other files of the project read for their facts (3 from "
                      "the cache"),
             std::string::npos)
