@@ -465,7 +465,13 @@ class FileIndex {
 class ValueCollector {
  public:
   // `init` is the function whose parameters count as constructor parameters.
-  ValueCollector(const Model& m, const FileIndex& file, const Function* init) : m_(m), file_(file), init_(init) {}
+  // `owner` is the class whose facts are being collected (-1 at a
+  // DataLoader's site): a `self.x` read in its methods follows the class's
+  // bindings of `self.x`, with its __init__'s parameters as constructor
+  // parameters; elsewhere a parameter is followed to the calls of its
+  // function in the file.
+  ValueCollector(const Model& m, const FileIndex& file, const Function* init, int owner = -1)
+      : m_(m), file_(file), init_(init), owner_(owner), active_(&own_active_) {}
 
   void collect(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth = 0) const {
     expr = unparenthesize(expr);
@@ -474,6 +480,7 @@ class ValueCollector {
       case Kind::Call: return call(expr, std::move(path), out, depth);
       case Kind::Identifier: return identifier(expr, path, out, depth);
       case Kind::Attribute: {
+        if (self_attribute(expr, path, out, depth)) return;
         // module.NAME, where `module` is an imported module.
         std::string_view head_name = m_.text(expr);
         if (plain_dotted_name(head_name)) {
@@ -623,6 +630,8 @@ class ValueCollector {
         if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
             !is_null(b->value))
           collect(b->value, path, out, depth + 1);
+        else if (b->kind == BindingKind::Parameter)
+          parameter(*b, path, out, depth);
         return;
       }
     }
@@ -642,9 +651,92 @@ class ValueCollector {
     if (n->module_function) out.push_back({'R', {std::string(name)}});
   }
 
+  // A parameter of a function of the file (not a constructor parameter):
+  // what the calls of the function in the file pass for it, or its default
+  // where a call passes nothing. A call whose splat hides the arguments
+  // tells nothing.
+  void parameter(const Binding& b, const std::string& path, std::vector<ValueRef>& out, int depth) const {
+    const Function& f = m_.functions()[b.function];
+    auto it = std::find(f.params.begin(), f.params.end(), b.name);
+    if (it == f.params.end()) return;
+    size_t index = static_cast<size_t>(it - f.params.begin());
+    bool method = f.cls >= 0 && !m_.function_has_decorator(b.function, "staticmethod");
+    if (method && index == 0) return;  // self, cls
+    Following guard(*active_, fmt::format("P{}.{}", b.function, index));
+    if (!guard.entered) return;
+    bool keyword_only = false;  // after `*args` or `*`: no position reaches it
+    for_each_named_child(field(f.node, "parameters"), [&](TSNode p) {
+      if (start_byte(p) >= start_byte(b.statement)) return;
+      Kind k = kind_of(p);
+      if (k != Kind::Identifier && k != Kind::DefaultParameter && k != Kind::TypedParameter &&
+          k != Kind::TypedDefaultParameter)
+        keyword_only = true;
+    });
+    for (const Call* site : m_.call_sites(f)) {
+      bool splat = false;
+      for_each_named_child(site->args, [&](TSNode a) {
+        splat = splat || kind_of(a) == Kind::ListSplat || kind_of(a) == Kind::DictionarySplat;
+      });
+      if (splat) continue;
+      TSNode given = keyword_only ? m_.keyword_argument(*site, b.name) : m_.argument_for(*site, f, index, method);
+      if (is_null(given)) given = b.value;  // the default
+      collect(given, path, out, depth + 1);
+    }
+  }
+
+  // `self.x` in a method: what the class's methods assign to it. In the
+  // class whose facts are collected, its __init__'s parameters are
+  // constructor parameters; elsewhere they are followed to the class's
+  // constructions in the file.
+  bool self_attribute(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
+    TSNode object = unparenthesize(field(expr, "object"));
+    if (kind_of(object) != Kind::Identifier) return false;
+    int fn = m_.function_at(start_byte(expr));
+    if (fn < 0) return false;
+    const Function& f = m_.functions()[fn];
+    if (f.cls < 0 || f.params.empty() || m_.text(object) != f.params[0] ||
+        m_.function_has_decorator(fn, "staticmethod") || m_.function_has_decorator(fn, "classmethod"))
+      return false;
+    std::string_view attr = m_.text(field(expr, "attribute"));
+    Following guard(*active_, fmt::format("A{}.{}", f.cls, attr));
+    if (!guard.entered) return true;
+    const Function* init = m_.find_method(f.cls, "__init__");
+    for (int mi : m_.classes()[f.cls].methods) {
+      const Function& method = m_.functions()[mi];
+      if (method.params.empty()) continue;
+      ValueCollector inner(m_, file_, owner_ == f.cls && &method == init ? init : nullptr, owner_);
+      inner.active_ = active_;
+      for (const Binding* b : m_.bindings_of(method.params[0] + "." + std::string(attr), mi)) {
+        if ((b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || b->element >= 0 ||
+            is_null(b->value))
+          continue;
+        inner.collect(b->value, path, out, depth + 1);
+      }
+    }
+    return true;
+  }
+
+  // The parameters and attributes being followed (a recursive function, an
+  // attribute assigned from itself), shared with the collectors this one
+  // starts: each is followed once on a path.
+  struct Following {
+    Following(std::set<std::string>& set, std::string key) : set_(set), key_(std::move(key)) {
+      entered = set_.insert(key_).second;
+    }
+    ~Following() {
+      if (entered) set_.erase(key_);
+    }
+    std::set<std::string>& set_;
+    std::string key_;
+    bool entered = false;
+  };
+
   const Model& m_;
   const FileIndex& file_;
   const Function* init_;
+  int owner_ = -1;
+  mutable std::set<std::string> own_active_;
+  std::set<std::string>* active_;
 };
 
 // ---------------------------------------------------------------------------
@@ -1287,7 +1379,7 @@ class MissingWorkerInitFn final : public Check {
       // self.<attr> = value anywhere in the method.
       if (f.params.empty()) continue;
       std::string self = f.params[0] + ".";
-      ValueCollector collector(m, file, &f == init ? init : nullptr);
+      ValueCollector collector(m, file, &f == init ? init : nullptr, ci);
       for (const Binding* bp : file.bindings_of_root(mi)) {
         const Binding& b = *bp;
         if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) continue;
