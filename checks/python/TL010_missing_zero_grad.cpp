@@ -58,6 +58,15 @@ constexpr int kMaxCallDepth = 4;
 // functions that clears gradients (values {"clears"}) or calls functions of
 // other modules (values {"calls", qualified callee...}).
 constexpr std::string_view kSummaryFact = "clears-gradients";
+// Recorded by every analyzed file, keyed by its normal path: a callee whose
+// file the engine found but the run did not analyze is not known to clear
+// nothing.
+constexpr std::string_view kAnalyzedFact = "clears-gradients-file";
+// An external callee is "name" or, when the engine knows the file defining
+// it, "name<kFileSep>file" (a normal path).
+constexpr char kFileSep = '\x1f';
+
+std::string normal_path(const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); }
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
@@ -153,6 +162,7 @@ class MissingZeroGrad final : public Check {
   // in other files that call them.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    ctx.fact(std::string(kAnalyzedFact), normal_path(ctx.path()), m.root(), {});
     ClearingIndex index(m);
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
@@ -364,6 +374,10 @@ class MissingZeroGrad final : public Check {
         if (!external || info.external == ClearingIndex::CallInfo::External::None) continue;
         std::string other =
             info.external == ClearingIndex::CallInfo::External::Callee ? c.callee : "self." + c.method;
+        // The file the import names, when the engine finds it: a function
+        // of the same name in another file is not the one called.
+        if (info.external == ClearingIndex::CallInfo::External::Callee)
+          if (std::string file = m.callee_file(c); !file.empty()) (other += kFileSep) += file;
         if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;
@@ -422,18 +436,28 @@ class MissingZeroGrad final : public Check {
 
   // Whether one of `callees` (qualified names) clears gradients according to
   // the summaries of the analyzed files, following the functions they call in
-  // turn. A callee's facts are narrowed to the file its module names when one
-  // of them is there (`engine.begin_step` -> engine.py).
+  // turn. A callee's facts are those of the file the engine found for it;
+  // when it found none, those of the files whose name is the module's
+  // (`engine.begin_step` -> engine.py) when there are some. A callee in a
+  // file the run did not analyze may clear.
   static bool clears_through_index(const ProjectIndex& index, const std::vector<std::string>& callees) {
     std::deque<std::pair<std::string, int>> queue;
     for (const std::string& c : callees) queue.emplace_back(c, 1);
     std::unordered_set<std::string> visited;
     while (!queue.empty()) {
-      auto [callee, depth] = queue.front();
+      auto [entry, depth] = queue.front();
       queue.pop_front();
-      if (!visited.insert(callee).second) continue;
+      if (!visited.insert(entry).second) continue;
+      size_t sep = entry.find(kFileSep);
+      std::string callee = entry.substr(0, sep);
+      std::string file = sep == std::string::npos ? std::string() : entry.substr(sep + 1);
       std::vector<const Fact*> facts;
-      if (callee.rfind("self.", 0) == 0) {
+      if (!file.empty()) {
+        // Not analyzed in this run: what it does is not known.
+        if (index.find(kAnalyzedFact, file).empty()) return true;
+        for (const Fact* f : index.find(kSummaryFact, last_component(callee)))
+          if (normal_path(f->file) == file) facts.push_back(f);
+      } else if (callee.rfind("self.", 0) == 0) {
         facts = index.find(kSummaryFact, callee.substr(4));  // ".method"
       } else {
         std::string_view name = last_component(callee);

@@ -15,6 +15,7 @@
 #include <ctime>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -60,7 +61,7 @@ void serialize(Archive& ar, FileStamp& s) {
 }
 template <class Archive>
 void serialize(Archive& ar, FileRead& r) {
-  ar(r.path, r.content, r.stamp);
+  ar(r.path, r.content, r.stamp, r.directory);
 }
 
 namespace {
@@ -69,7 +70,7 @@ constexpr std::string_view kSegmentSuffix = ".seg";
 constexpr std::string_view kSegmentMagic = "TLSEGMT1";
 constexpr size_t kKeySize = 32;     // an entry's key: 128 bits in hexadecimal
 constexpr size_t kMaxSegments = 8;  // more, and the next run that writes merges them
-constexpr std::string_view kMagic = "TLCACHE3";  // changed with the entries' layout
+constexpr std::string_view kMagic = "TLCACHE4";  // changed with the entries' layout
 constexpr int64_t kStampTrustNs = 2'000'000'000;  // see "racily clean" in the header (FAT's times: 2 s)
 
 thread_local FileReads* t_reads = nullptr;
@@ -211,8 +212,15 @@ std::string build_identity() {
   return id;
 }
 
-// Whether a file read through an import still has the content it had.
+// Whether a file read through an import still has the content it had, or a
+// directory the names it held.
 bool unchanged(const FileRead& read) {
+  if (read.directory) {
+    std::optional<FileStamp> now = directory_stamp_of(read.path);
+    if (!now) return read.content == 0;
+    if (read.stamp && *read.stamp == *now) return true;
+    return listing_hash(read.path) == read.content;
+  }
   std::optional<FileStamp> now = stamp_of(read.path);
   if (!now) return read.content == 0;
   if (read.stamp && *read.stamp == *now) return true;
@@ -222,10 +230,13 @@ bool unchanged(const FileRead& read) {
 
 }  // namespace
 
-std::optional<FileStamp> stamp_of(const std::string& path) {
+namespace {
+
+std::optional<FileStamp> stamp_if(const std::string& path, bool directory) {
   int64_t now = now_ns();
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  if (::stat(path.c_str(), &st) != 0 || !(directory ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)))
+    return std::nullopt;
   FileStamp s;
   s.mtime_ns = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
   s.ctime_ns = int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
@@ -234,6 +245,47 @@ std::optional<FileStamp> stamp_of(const std::string& path) {
   s.device = static_cast<uint64_t>(st.st_dev);
   s.taken_ns = now;
   return s;
+}
+
+}  // namespace
+
+std::optional<FileStamp> stamp_of(const std::string& path) { return stamp_if(path, false); }
+std::optional<FileStamp> directory_stamp_of(const std::string& path) { return stamp_if(path, true); }
+
+namespace {
+
+// Whether a name in a directory can change what an import finds: a module
+// file, a package (an identifier; a non-ASCII byte counts as one), or a
+// project root's marker. Not the cache's own directory, `__pycache__`, an
+// editor's backup or swap file.
+bool matters_to_imports(std::string_view name) {
+  for (std::string_view marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
+    if (name == marker) return true;
+  if (name.size() > 3 && name.substr(name.size() - 3) == ".py") return true;
+  if (name.empty() || name == "__pycache__" || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return u >= 0x80 || std::isalnum(u) || c == '_';
+  });
+}
+
+}  // namespace
+
+uint64_t listing_hash(const std::string& path) {
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    if (matters_to_imports(name)) names.push_back(std::move(name));
+  }
+  if (ec) return 0;
+  std::sort(names.begin(), names.end());
+  std::string all;
+  for (const auto& n : names) {
+    all += n;
+    all += '\0';
+  }
+  return content_hash(all);
 }
 
 uint64_t content_hash(std::string_view text) {
@@ -295,6 +347,31 @@ void note_file_read(const std::string& path, const std::optional<FileStamp>& sta
   auto& files = t_reads->files_;
   if (std::any_of(files.begin(), files.end(), [&](const FileRead& r) { return r.path == path; })) return;
   files.push_back(FileRead{path, text ? content_hash(*text) : 0, stamp});
+}
+
+void note_directory_listed(const std::string& path) {
+  if (!t_reads) return;
+  auto& files = t_reads->files_;
+  if (std::any_of(files.begin(), files.end(), [&](const FileRead& r) { return r.directory && r.path == path; }))
+    return;
+  // Many files look in the same directories: their listing is hashed again
+  // only when their stamp changed, or could not be trusted.
+  struct Listed {
+    std::optional<FileStamp> stamp;
+    uint64_t hash = 0;
+  };
+  thread_local std::unordered_map<std::string, Listed> listed;
+  std::optional<FileStamp> stamp = directory_stamp_of(path);
+  auto it = listed.find(path);
+  uint64_t hash;
+  if (stamp && it != listed.end() && it->second.stamp && *it->second.stamp == *stamp && trusted(it->second.stamp)) {
+    hash = it->second.hash;
+  } else {
+    hash = stamp ? listing_hash(path) : 0;
+    if (listed.size() > 4096) listed.clear();
+    listed[path] = Listed{stamp, hash};
+  }
+  files.push_back(FileRead{path, hash, stamp, true});
 }
 
 FileReads::FileReads() : previous_(t_reads) { t_reads = this; }
@@ -390,8 +467,22 @@ std::optional<AnalysisCache::Entry> AnalysisCache::load(const std::string& path,
     if (!now || content_hash(*now) != header.content) return std::nullopt;
     entry.restamp_ = true;
   }
-  for (const auto& read : header.reads)
-    if (!unchanged(read)) return std::nullopt;  // an imported file changed
+  for (const auto& read : header.reads) {
+    if (!read.directory) {
+      if (!unchanged(read)) return std::nullopt;  // an imported file changed
+      continue;
+    }
+    std::string key = fmt::format("{}:{}", read.content, read.path);  // entries may have seen other names
+    std::unique_lock<std::mutex> guard(lock_);
+    auto known = directories_.find(key);
+    if (known == directories_.end()) {
+      guard.unlock();
+      bool same = unchanged(read);
+      guard.lock();
+      known = directories_.emplace(std::move(key), same).first;
+    }
+    if (!known->second) return std::nullopt;  // a file was created or removed where an import looked
+  }
   entry.reads_ = std::move(header.reads);
   used_[found->second] = true;  // kept first when the cache is trimmed
   entry.path_ = path;
@@ -429,7 +520,7 @@ void AnalysisCache::store(const std::string& path, const std::optional<FileStamp
   Header header;
   header.content = content;
   header.stamp = trusted(stamp);
-  for (const auto& r : reads) header.reads.push_back(FileRead{r.path, r.content, trusted(r.stamp)});
+  for (const auto& r : reads) header.reads.push_back(FileRead{r.path, r.content, trusted(r.stamp), r.directory});
   const std::string& facts_bytes = facts.bytes;
   header.facts_digest = facts.digest;
   header.facts_size = facts_bytes.size();

@@ -76,13 +76,23 @@ struct FileStamp {
 // The stamp of a file, taken now (before its content is read, so that a
 // change after the read shows in the next stamp).
 std::optional<FileStamp> stamp_of(const std::string& path);
+// The same for a directory.
+std::optional<FileStamp> directory_stamp_of(const std::string& path);
+// The hash of the names a directory holds that can change what an import
+// finds (module files, packages, a project root's markers), sorted (never
+// 0); 0 when it cannot be listed.
+uint64_t listing_hash(const std::string& path);
 
 // A file an analysis read besides the one analyzed: its stamp taken before
-// the read, the hash of what was read (0: there was no such file).
+// the read, the hash of what was read (0: there was no such file). Or a
+// directory where an import looked for a file: its stamp and the hash of
+// the names it holds (0: there was no such directory), so that a file
+// created there later (a module that now shadows the one found) shows.
 struct FileRead {
   std::string path;
   uint64_t content = 0;
   std::optional<FileStamp> stamp;
+  bool directory = false;
 };
 
 // The hash of a file's content as entries record it (never 0).
@@ -195,6 +205,10 @@ class AnalysisCache {
   mutable std::atomic<size_t> writes_{0};
   mutable std::mutex lock_;
   mutable std::map<const Config*, std::string> fingerprints_;
+  // Whether each directory an entry's imports looked in still holds the
+  // names the entry saw (by their hash and the path), asked once per run:
+  // many entries share one.
+  mutable std::unordered_map<std::string, bool> directories_;
   std::filesystem::path cwd_;
 };
 
@@ -204,6 +218,8 @@ class AnalysisCache {
 // the text it read (nullptr: no such file); the engine installs a FileReads
 // around each analysis.
 void note_file_read(const std::string& path, const std::optional<FileStamp>& stamp, const std::string* text);
+// The same for a directory an import looked in (an absolute, normal path).
+void note_directory_listed(const std::string& path);
 
 class FileReads {
  public:
@@ -215,6 +231,7 @@ class FileReads {
 
  private:
   friend void note_file_read(const std::string& path, const std::optional<FileStamp>& stamp, const std::string* text);
+  friend void note_directory_listed(const std::string& path);
   std::vector<FileRead> files_;
   FileReads* previous_;
 };

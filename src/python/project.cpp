@@ -53,15 +53,33 @@ bool is_project_root(const fs::path& dir) {
   return it->second;
 }
 
+// The directories an import looked in (absolute, normal paths): a module
+// created in one of them later may change what the import finds.
+using Looked = std::vector<std::string>;
+
+void looked_in(const fs::path& dir, Looked& looked) {
+  std::error_code ec;
+  fs::path absolute = fs::absolute(dir, ec);
+  if (ec) return;
+  std::string path = absolute.lexically_normal().string();
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (std::find(looked.begin(), looked.end(), path) == looked.end()) looked.push_back(std::move(path));
+}
+
 // `dir/a/b.py` or `dir/a/b/__init__.py` for module "a.b"; "" names the package `dir` itself.
-std::string module_in(const fs::path& dir, std::string_view module) {
+// `looked` receives `dir` and the directories of the path that exist.
+std::string module_in(const fs::path& dir, std::string_view module, Looked& looked) {
   fs::path p = dir;
   std::string_view rest = module;
+  std::error_code ec;
+  bool exists = fs::is_directory(p, ec);
+  if (exists) looked_in(p, looked);
   while (!rest.empty()) {
     size_t dot = rest.find('.');
     std::string_view part = rest.substr(0, dot);
     if (part.empty()) return {};
     p /= std::string(part);
+    if (exists && (exists = fs::is_directory(p, ec))) looked_in(p, looked);
     rest = dot == std::string_view::npos ? std::string_view{} : rest.substr(dot + 1);
   }
   if (!module.empty()) {
@@ -97,12 +115,17 @@ std::list<Kept>& kept() {
   return k;
 }
 
-std::unordered_map<std::string, std::string>& found_modules() {
-  thread_local std::unordered_map<std::string, std::string> found;
+struct Located {
+  std::string file;
+  Looked looked;
+};
+
+std::unordered_map<std::string, Located>& found_modules() {
+  thread_local std::unordered_map<std::string, Located> found;
   return found;
 }
 
-std::string locate_module(std::string_view importer, std::string_view module, int level);
+Located locate_module(std::string_view importer, std::string_view module, int level);
 
 }  // namespace
 
@@ -119,7 +142,9 @@ std::string find_module_file(std::string_view importer, std::string_view module,
   auto& known = found_modules();
   auto it = known.find(key);
   if (it == known.end()) it = known.emplace(std::move(key), locate_module(importer, module, level)).first;
-  const std::string& found = it->second;
+  // The analysis depends on where the import looked, as on the files it read.
+  for (const std::string& dir : it->second.looked) note_directory_listed(dir);
+  const std::string& found = it->second.file;
   // Never the importer itself (`import train` in train.py).
   if (found.empty() || fs::path(found).filename() != fs::path(std::string(importer)).filename()) return found;
   if (found == fs::path(std::string(importer)).lexically_normal().string()) return {};
@@ -128,14 +153,15 @@ std::string find_module_file(std::string_view importer, std::string_view module,
 
 namespace {
 
-std::string locate_module(std::string_view importer, std::string_view module, int level) {
+Located locate_module(std::string_view importer, std::string_view module, int level) {
   fs::path from = fs::path(std::string(importer)).parent_path();
   if (from.empty()) from = ".";
   std::string found;
+  Looked looked;
   if (level > 0) {
     fs::path base = from;
     for (int i = 1; i < level; ++i) base = base.parent_path();
-    found = module_in(base, module);
+    found = module_in(base, module, looked);
   } else if (!module.empty()) {
     // The importer's directory, then each enclosing one up to the project's
     // root; a loose script (no root above it) imports from its own alone.
@@ -144,6 +170,7 @@ std::string locate_module(std::string_view importer, std::string_view module, in
     int levels = 0;
     bool rooted = false;
     for (fs::path probe = absolute; !ec && levels <= kMaxRootLevels; ++levels) {
+      looked_in(probe, looked);  // a root marker created there moves the root
       if (is_project_root(probe)) {
         rooted = true;
         break;
@@ -153,9 +180,9 @@ std::string locate_module(std::string_view importer, std::string_view module, in
     }
     if (!rooted) levels = 0;
     fs::path dir = from;
-    for (int i = 0; i <= levels && found.empty(); ++i, dir /= "..") found = module_in(dir, module);
+    for (int i = 0; i <= levels && found.empty(); ++i, dir /= "..") found = module_in(dir, module, looked);
   }
-  return found;
+  return Located{std::move(found), std::move(looked)};
 }
 
 }  // namespace
