@@ -85,6 +85,9 @@ class AnomalyDetectionEnabled final : public Check {
     return TSNode{};
   }
 
+  // A loop over steps in the block, written out or run by a framework
+  // (`trainer.fit(model)`, ignite's `trainer.run(loader)`), in the block's
+  // own function (not in a function it defines).
   static bool contains_step_loop(const Model& m, TSNode with_stmt) {
     for (size_t i = 0; i < m.loops().size(); ++i) {
       TSNode loop = m.loops()[i].node;
@@ -92,6 +95,11 @@ class AnomalyDetectionEnabled final : public Check {
           m.is_step_loop(static_cast<int>(i)))
         return true;
     }
+    int function = m.function_at(start_byte(with_stmt));
+    for (const Call& c : m.calls())
+      if (c.function == function && start_byte(c.node) >= start_byte(with_stmt) &&
+          end_byte(c.node) <= end_byte(with_stmt) && m.runs_loop(c))
+        return true;
     return false;
   }
 

@@ -151,6 +151,7 @@ class ModelFileReader {
           else if (rkey == "elements") m.elements = choice(rn, rat, kKind);
           else if (rkey == "pairs") m.pairs = boolean(rn, rat);
           else if (rkey == "frozen") m.frozen = operand(rn, rat);
+          else if (rkey == "class") m.result_class = string(rn, rat);
           else if (rkey == "fields") {
             for (const auto& [fk, fn] : table(rn, rat))
               m.field_grads.emplace_back(std::string(fk.str()), choice(fn, fmt::format("{}.{}", rat, fk.str()), kGrad));
@@ -168,7 +169,7 @@ class ModelFileReader {
             const toml::array* arr = rn.as_array();
             if (!arr) fail(rn, rat, "must be an array of operands (self, argN)");
             for (size_t i = 0; i < arr->size(); ++i) m.from.push_back(operand(*arr->get(i), fmt::format("{}[{}]", rat, i)));
-          } else unknown(rk, at, "grad, device, kind, elements, pairs, frozen, fields, items, from");
+          } else unknown(rk, at, "grad, device, kind, class, elements, pairs, frozen, fields, items, from");
         }
       } else if (key == "grad-mode") {
         m.grad_mode = choice(node, at, kGradMode);
@@ -188,8 +189,9 @@ class ModelFileReader {
           }
           else if (ekey == "in-place") m.in_place = boolean(en, eat);
           else if (ekey == "accumulates-grads") m.accumulates_grads = boolean(en, eat);
+          else if (ekey == "loop") m.runs_loop = boolean(en, eat);
           else unknown(ek, at, "backward, accumulates-grads, step, clear-grads, release-cache, anomaly-detection, "
-                               "in-place");
+                               "in-place, loop");
         }
       } else {
         unknown(k, where, "names, patterns, result, grad-mode, environment-check, effects");
@@ -372,7 +374,7 @@ void LibraryModels::note_effects(const std::string& name, const CallModel& m) {
   unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u) |
                      (m.grad_mode != GradMode::Unchanged ? kGradMode : 0u) |
                      (m.anomaly_detection || m.anomaly_detection_block ? kAnomalyDetection : 0u) |
-                     (m.environment_check ? kEnvironmentCheck : 0u);
+                     (m.environment_check ? kEnvironmentCheck : 0u) | (m.runs_loop ? kRunsLoop : 0u);
   if (effects) effect_names_[name.substr(name.rfind('.') + 1)] |= effects;
 }
 

@@ -110,6 +110,12 @@ struct CallModel {
   std::optional<Operand> anomaly_detection;  // switches anomaly detection on when this operand is true
   bool anomaly_detection_block = false;       // ... on inside its with block (`detect_anomaly()`)
   bool in_place = false;                     // updates its receiver in place (add_, copy_)
+  // Runs a loop over batches of data itself (a framework's `fit()`,
+  // ignite's `Engine.run`): a call of it is a loop over steps.
+  bool runs_loop = false;
+  // The result is an instance of this class (qualified), for a factory
+  // function (`create_supervised_trainer(...)` builds an ignite Engine).
+  std::string result_class;
   // A test of the machine or the process (`torch.cuda.is_available()`): the
   // same on every step of a run, and true on the runs the rules are about.
   bool environment_check = false;
@@ -185,6 +191,7 @@ class LibraryModels {
   // process (`is_main_process`): for a property or method of an object whose
   // class is not known.
   bool may_check_environment(std::string_view name) const { return has_effect(name, kEnvironmentCheck); }
+  bool may_run_loop(std::string_view name) const { return has_effect(name, kRunsLoop); }
 
   // Registries (`[[registries]]`): the configuration key that names a class
   // registered by the decorator `qualified` (`@HOOKS.register_module()`:
@@ -225,7 +232,8 @@ class LibraryModels {
     kReleaseCache = 4,
     kGradMode = 8,
     kAnomalyDetection = 16,
-    kEnvironmentCheck = 32
+    kEnvironmentCheck = 32,
+    kRunsLoop = 64
   };
   bool has_effect(std::string_view name, unsigned effect) const {
     auto it = effect_names_.find(name);

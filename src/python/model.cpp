@@ -1233,6 +1233,9 @@ std::string Model::class_of(TSNode expr) const {
     std::string callee = qualify(field(expr, "function"));
     if (callee.empty()) return {};
     if (library().knows_class(callee)) return library().canonical(callee);
+    // A factory the models say builds an instance of a class.
+    if (const CallModel* cm = library().call(callee); cm && !cm->result_class.empty())
+      return library().canonical(cm->result_class);
     if (const Class* c = find_class(callee)) {  // a class of this file: its first known base
       for (const auto& base : c->bases)
         if (library().knows_class(base)) return library().canonical(base);
@@ -1297,6 +1300,12 @@ std::vector<TSNode> Model::backward_subjects(const Call& c, const CallModel* mod
   if (unknown_receiver && !is_null(first)) out.push_back(first);
   if (!is_null(subject)) out.push_back(subject);
   return out;
+}
+
+bool Model::runs_loop(const Call& c) const {
+  if (!library().may_run_loop(call_name(c))) return false;
+  const CallModel* model = call_model(c);
+  return model && model->runs_loop;
 }
 
 TSNode Model::stepped_optimizer(const Call& c) const {

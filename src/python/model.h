@@ -324,6 +324,10 @@ class Model {
   bool accumulates_grads(const Call& c) const;
   // The optimizer a call steps (`opt.step()`, `scaler.step(opt)`), or null.
   TSNode stepped_optimizer(const Call& c) const;
+  // Whether `c` runs a loop over batches of data itself, as the library
+  // models say: a framework's `trainer.fit(model)`, ignite's
+  // `trainer.run(loader)` (the trainer built by create_supervised_trainer).
+  bool runs_loop(const Call& c) const;
   // Whether `node` lies in a branch that cannot run when the flag `name` (a
   // plain name tested as `if name:` or `if not name:`) has `value`: a
   // function that serves two phases, specialised on its flag.

@@ -164,6 +164,22 @@ TEST(LibraryModels, Hooks) {
   EXPECT_EQ(m.registry_keys(), std::vector<std::string>{"type"});
 }
 
+TEST(LibraryModels, FactoriesAndFrameworkLoops) {
+  const LibraryModels& m = *LibraryModels::builtin();
+  // create_supervised_trainer builds an ignite Engine, whose run() loops over batches.
+  const CallModel* factory = m.call("ignite.engine.create_supervised_trainer");
+  ASSERT_NE(factory, nullptr);
+  EXPECT_EQ(factory->result_class, "ignite.engine.Engine");
+  const CallModel* run = m.method("ignite.engine.engine.Engine", "run");  // through the alias
+  ASSERT_NE(run, nullptr);
+  EXPECT_TRUE(run->runs_loop);
+  EXPECT_TRUE(m.may_run_loop("run"));
+  EXPECT_TRUE(m.method("pytorch_lightning.Trainer", "fit")->runs_loop);
+  EXPECT_TRUE(m.method("transformers.Trainer", "train")->runs_loop);
+  EXPECT_FALSE(m.may_run_loop("step"));
+  EXPECT_FALSE(m.call("lightning.pytorch.Trainer")->runs_loop);
+}
+
 TEST(LibraryModels, UserFileExtendsAndOverrides) {
   LibraryModels m(*LibraryModels::builtin());
   m.load(R"(
@@ -182,6 +198,14 @@ effects = { backward = "arg0|loss", step = "self" }
 names = ["torch.Tensor.item"]
 result = { grad = "unknown" }
 
+[[calls]]
+names = ["corp.make_engine"]
+result = { kind = "other", class = "corp.Engine" }
+
+[[calls]]
+names = ["corp.Engine.train_epochs"]
+effects = { loop = true }
+
 [[hooks]]
 classes = ["corp.Engine"]
 methods = ["eval_batch"]
@@ -195,6 +219,8 @@ grad-mode = "disabled"
   EXPECT_EQ(c->line, 9u);  // the entry's [[calls]] header
   EXPECT_EQ(m.tensor_method("item")->grad, GradFacet::Unknown);  // the later file wins
   EXPECT_EQ(m.hook("corp.train.Engine", "eval_batch")->grad_mode, GradMode::Disabled);
+  EXPECT_EQ(m.call("corp.make_engine")->result_class, "corp.Engine");
+  EXPECT_TRUE(m.method("corp.Engine", "train_epochs")->runs_loop);
   EXPECT_EQ(m.call("torch.zeros")->grad, GradFacet::None);  // the shipped models are kept
 }
 
@@ -210,6 +236,10 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
             "optimizer, loss, loader, generator, model-output, other, none, not 'modules'");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { pairs = \"yes\" }\n"),
             "inhouse.toml:3:20: calls[0].result.pairs: must be true or false");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\nresult = { class = 3 }\n"),
+            "inhouse.toml:3:20: calls[0].result.class: must be a non-empty string");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { loop = \"yes\" }\n"),
+            "inhouse.toml:3:20: calls[0].effects.loop: must be true or false");
   EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
             "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),
