@@ -785,15 +785,36 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
     return out;
   }
   const std::vector<int>& found = calls_named(f.name);
+  // A receiver of unknown class calls the method when no other class of the
+  // file and no library class it could be defines that name: the only
+  // definition of the name (`metric.update(p, t)` with `metric` a parameter).
+  std::optional<bool> only_definition;
+  auto sole = [&] {
+    if (!only_definition) {
+      only_definition = !f.name.starts_with("__") &&
+                        std::count_if(functions_.begin(), functions_.end(), [&](const Function& g) {
+                          return g.name == f.name && (g.cls >= 0 || g.parent < 0);
+                        }) == 1;
+    }
+    return *only_definition;
+  };
   for (int i : found) {
     const Call& c = calls_[i];
     if (method) {
       if (c.method.empty()) continue;
       TSNode receiver = unparenthesize(c.receiver);
-      if (text(receiver) == "self" ? class_of_function(c.function) == f.cls
-                                   : kind_of(receiver) == Kind::Identifier && value(receiver).cls == f.cls &&
-                                         value(receiver).home == nullptr)
-        out.push_back(&c);  // `self.update(x)` in the class, `meter.update(x)` on an instance
+      if (text(receiver) == "self") {
+        if (class_of_function(c.function) == f.cls) out.push_back(&c);  // `self.update(x)` in the class
+        continue;
+      }
+      if (kind_of(receiver) != Kind::Identifier) continue;
+      Value v = value(receiver);
+      if (v.cls == f.cls && v.home == nullptr) {
+        out.push_back(&c);  // `meter.update(x)` on an instance
+      } else if (v.cls < 0 && v.kind == ValueKind::Unknown && class_of(receiver).empty() &&
+                 !library().tensor_method(f.name) && sole()) {
+        out.push_back(&c);
+      }
     } else if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier) {
       out.push_back(&c);
     }

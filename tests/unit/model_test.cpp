@@ -1279,6 +1279,37 @@ class Net(pl.LightningModule):
   EXPECT_FALSE(m.releases_cache(*call_at(p, "opt.step()")));
 }
 
+TEST(ModelCalls, AReceiverOfUnknownClassCallsTheOnlyDefinitionOfTheMethod) {
+  Program p(R"(
+class Tracker:
+    def collect(self, outputs):
+        self.outputs.append(outputs)
+
+class Logger:
+    def write(self, record):
+        pass
+
+class Console:
+    def write(self, record):
+        print(record)
+
+def train(tracker, logger, stats):
+    tracker.collect(1)
+    logger.write(2)
+    stats = {}
+    stats.update(3)
+)");
+  const Model& m = p.model();
+  auto sites = [&](std::string_view cls, std::string_view method) {
+    const Class* c = m.find_class(cls);
+    const Function* f = m.find_method(static_cast<int>(c - m.classes().data()), method);
+    return m.call_sites(*f).size();
+  };
+  EXPECT_EQ(sites("Tracker", "collect"), 1u);  // the only `collect` of the file
+  EXPECT_EQ(sites("Logger", "write"), 0u);     // two classes define `write`
+  EXPECT_EQ(sites("Console", "write"), 0u);
+}
+
 TEST(ModelCalls, HooksAndGradModesFromTheModels) {
   Program p(R"(
 import contextlib
