@@ -219,6 +219,7 @@ struct Model::Builder {
     ts_tree_cursor_delete(&cursor);
     for (size_t i = 0; i < m.bindings_.size(); ++i)
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    module_attribute_aliases();
     // What each backward call differentiates, from the library models (once
     // the bindings are known, so that a receiver's class can be read).
     for (const Call& c : m.calls_)
@@ -388,6 +389,57 @@ struct Model::Builder {
       TSNode def = kind_of(p) == Kind::Identifier || kind_of(p) == Kind::TypedParameter ? TSNode{} : field(p, "value");
       add_binding(name, BindingKind::Parameter, p, name_node, def, -1);
     });
+  }
+
+  // A module-level name bound once to an attribute of an imported module
+  // named by a constant string (`accel = getattr(torch, "cuda")`, or through
+  // a name bound once to the string): an alias of that module, as if
+  // imported, and the calls through it are qualified again.
+  void module_attribute_aliases() {
+    auto constant_name = [&](TSNode n) -> std::string_view {
+      n = unparenthesize(n);
+      if (kind_of(n) == Kind::Identifier) {
+        auto it = m.bindings_by_name_.find(m.text(n));
+        if (it == m.bindings_by_name_.end() || it->second.size() != 1) return {};
+        const Binding& b = m.bindings_[static_cast<size_t>(it->second.front())];
+        if (b.function >= 0 || b.kind != BindingKind::Assign || b.element >= 0) return {};
+        n = unparenthesize(b.value);
+      }
+      std::string_view t = m.text(n);
+      if (t.size() < 3 || (t.front() != '"' && t.front() != '\'') || t.back() != t.front()) return {};
+      t = t.substr(1, t.size() - 2);
+      bool identifier = !t.empty() && !std::isdigit(static_cast<unsigned char>(t[0])) &&
+                        std::all_of(t.begin(), t.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+      return identifier ? t : std::string_view{};
+    };
+    std::vector<std::string> added;
+    for (const Binding& b : m.bindings_) {
+      if (b.function >= 0 || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
+      TSNode v = unparenthesize(b.value);
+      if (kind_of(v) != Kind::Call || m.text(field(v, "function")) != "getattr") continue;
+      if (b.name.find('.') != std::string::npos || m.bindings_by_name_[b.name].size() != 1) continue;
+      TSNode args = field(v, "arguments");
+      if (is_null(args) || ts_node_named_child_count(args) != 2) continue;
+      TSNode object = ts_node_named_child(args, 0);
+      std::string_view attr = constant_name(ts_node_named_child(args, 1));
+      std::string module = m.qualify(object);
+      if (attr.empty() || module.empty()) continue;
+      std::string_view head = std::string_view(module).substr(0, module.find('.'));
+      TSNode head_node = unparenthesize(object);
+      while (kind_of(head_node) == Kind::Attribute) head_node = unparenthesize(attribute_object(head_node));
+      if (!m.aliases_.count(m.text(head_node)) || head.empty()) continue;  // an imported module
+      m.aliases_[b.name] = module + "." + std::string(attr);
+      added.push_back(b.name);
+    }
+    if (added.empty()) return;
+    for (Call& c : m.calls_) {
+      std::string_view callee = c.callee;
+      for (const auto& name : added)
+        if (callee.size() > name.size() && callee.substr(0, name.size()) == name && callee[name.size()] == '.') {
+          c.callee = m.qualify(c.func);
+          break;
+        }
+    }
   }
 
   void on_class(TSNode node) {

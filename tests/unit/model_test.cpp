@@ -1310,6 +1310,31 @@ def train(tracker, logger, stats):
   EXPECT_EQ(sites("Console", "write"), 0u);
 }
 
+TEST(ModelCalls, AModuleReachedThroughGetattrWithAConstantName) {
+  Program p(R"(
+import torch as T
+KIND = "cuda"
+acc = getattr(T, KIND)
+direct = getattr(T.backends, "cudnn")
+twice = getattr(T, "cuda")
+twice = getattr(T, "xpu")
+def f(kind):
+    local = getattr(T, kind)
+    acc.empty_cache()
+    direct.benchmark
+    twice.empty_cache()
+    local.empty_cache()
+)");
+  const Model& m = p.model();
+  EXPECT_EQ(m.qualify(p.node("acc.empty_cache", 0)), "torch.cuda.empty_cache");
+  EXPECT_EQ(m.qualify(p.node("direct.benchmark")), "torch.backends.cudnn.benchmark");
+  EXPECT_EQ(m.qualify(p.node("twice.empty_cache")), "twice.empty_cache");  // bound twice
+  EXPECT_EQ(m.qualify(p.node("local.empty_cache")), "local.empty_cache");  // not a constant, not module level
+  std::vector<std::string> callees;
+  for (const Call& c : m.calls()) callees.push_back(c.callee);
+  EXPECT_NE(std::find(callees.begin(), callees.end(), "torch.cuda.empty_cache"), callees.end());
+}
+
 TEST(ModelCalls, HooksAndGradModesFromTheModels) {
   Program p(R"(
 import contextlib
