@@ -1009,6 +1009,7 @@ void Model::forget_answers() const {
   std::fill(entry_grad_.begin(), entry_grad_.end(), static_cast<signed char>(-1));
   std::fill(entry_grad_busy_.begin(), entry_grad_busy_.end(), false);
   in_progress_.clear();
+  step_closures_.reset();
 }
 
 std::string Model::qualify(TSNode n) const {
@@ -1835,7 +1836,57 @@ bool Model::runs_per_step(int function) const {
     int loop = innermost_loop(start_byte(c->node), c->function);
     if (loop >= 0 && is_step_loop(loop)) return true;
   }
-  return false;
+  if (!step_closures_) {
+    step_closures_.emplace();
+    // A function of the file that `name`, read at `use` in `scope`, names:
+    // one nested in the scope, else a module-level one.
+    auto function_named = [&](std::string_view name, int scope) -> int {
+      int found = -1;
+      for (size_t i = 0; i < functions_.size(); ++i) {
+        const Function& g = functions_[i];
+        if (g.name != name) continue;
+        if (scope >= 0 && g.parent == scope) return static_cast<int>(i);
+        if (g.parent < 0 && g.cls < 0) found = static_cast<int>(i);
+      }
+      return found;
+    };
+    for (const Call& c : calls_) {
+      if (c.method != "step" || is_null(stepped_optimizer(c))) continue;
+      int loop = innermost_loop(start_byte(c.node), c.function);
+      if (loop < 0 || !is_step_loop(loop)) continue;
+      TSNode closure = keyword_argument(c, "closure");
+      if (is_null(closure)) closure = positional_argument(c, 0);
+      closure = unparenthesize(closure);
+      if (kind_of(closure) != Kind::Identifier) continue;
+      std::string_view name = text(closure);
+      const Binding* b = reaching(name, start_byte(closure), c.function);
+      if (!b || b->kind == BindingKind::Parameter) {
+        if (!b) {
+          if (int g = function_named(name, c.function); g >= 0) step_closures_->push_back(g);
+        }
+        continue;
+      }
+      // `closure = self.make_closure(...)`: the nested function it returns.
+      TSNode v = unparenthesize(b->value);
+      if (b->kind != BindingKind::Assign || b->element >= 0 || kind_of(v) != Kind::Call) continue;
+      TSNode func = unparenthesize(field(v, "function"));
+      int maker = -1;
+      if (kind_of(func) == Kind::Identifier) {
+        maker = function_named(text(func), c.function);
+      } else if (kind_of(func) == Kind::Attribute && text(unparenthesize(attribute_object(func))) == "self") {
+        const Function* m = find_method(class_of_function(c.function), text(attribute_name(func)));
+        maker = m ? static_cast<int>(m - functions_.data()) : -1;
+      }
+      if (maker < 0) continue;
+      for (TSNode r : returned_values(functions_[maker])) {
+        r = unparenthesize(r);
+        if (kind_of(r) != Kind::Identifier) continue;
+        for (size_t i = 0; i < functions_.size(); ++i)
+          if (functions_[i].parent == maker && functions_[i].name == text(r)) step_closures_->push_back(static_cast<int>(i));
+      }
+    }
+  }
+  return std::find(step_closures_->begin(), step_closures_->end(), function) != step_closures_->end();
 }
 
 bool Model::is_step_loop(int loop) const {

@@ -370,7 +370,10 @@ class Model {
   // Whether one call of `function` is one training step, with no loop of its
   // own: a framework's training-step or per-step hook (Lightning's
   // training_step, its backward hook), a function that steps an optimizer
-  // itself, or one that a step loop of the file calls.
+  // itself, one that a step loop of the file calls, or the closure an
+  // optimizer's step in a step loop calls (`opt.step(closure)`: a function
+  // of the file by name, or the function that a function of the file
+  // returns, `closure = self.make_closure(...)`).
   bool runs_per_step(int function) const;
   // Whether each iteration of `loop` runs a module of the enclosing scope on
   // an input of its own (a name bound in the loop), none of them on the
@@ -588,6 +591,9 @@ class Model {
   mutable std::unordered_map<int, Truth> trainable_;  // trainable_parameters(), Unknown while in progress
   mutable std::vector<signed char> entry_grad_;  // per function: -1 not asked, else a GradState
   mutable std::vector<bool> entry_grad_busy_;
+  // The functions an optimizer's step calls as its closure in a step loop
+  // (runs_per_step), by index; built on first need.
+  mutable std::optional<std::vector<int>> step_closures_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
   mutable bool calls_indexed_ = false;
   // Mentions of the file's function names: as identifiers, and as `self.<name>`.
