@@ -471,7 +471,15 @@ class ValueCollector {
   // parameters; elsewhere a parameter is followed to the calls of its
   // function in the file.
   ValueCollector(const Model& m, const FileIndex& file, const Function* init, int owner = -1)
-      : m_(m), file_(file), init_(init), owner_(owner), active_(&own_active_) {}
+      : m_(m), file_(file), init_(init), owner_(owner), active_(&own_active_), budget_(&own_budget_) {}
+
+  // At a DataLoader's site whose worker count is parameter `workers` of
+  // `function`: a call of that function that passes no workers (0) starts
+  // none, and what it passes for the dataset does not count.
+  void only_calls_with_workers(int function, std::string workers) {
+    loader_function_ = function;
+    workers_param_ = std::move(workers);
+  }
 
   void collect(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth = 0) const {
     expr = unparenthesize(expr);
@@ -663,21 +671,34 @@ class ValueCollector {
     bool method = f.cls >= 0 && !m_.function_has_decorator(b.function, "staticmethod");
     if (method && index == 0) return;  // self, cls
     Following guard(*active_, fmt::format("P{}.{}", b.function, index));
-    if (!guard.entered) return;
+    if (!guard.entered || !spend()) return;
     bool keyword_only = false;  // after `*args` or `*`: no position reaches it
     for_each_named_child(field(f.node, "parameters"), [&](TSNode p) {
       if (start_byte(p) >= start_byte(b.statement)) return;
-      Kind k = kind_of(p);
-      if (k != Kind::Identifier && k != Kind::DefaultParameter && k != Kind::TypedParameter &&
-          k != Kind::TypedDefaultParameter)
+      std::string_view type = ts_node_type(p);
+      if (type == "list_splat_pattern" || type == "dictionary_splat_pattern" || type == "keyword_separator")
         keyword_only = true;
     });
+    std::optional<size_t> workers;  // the worker count's parameter, at the loader's own function
+    if (b.function == loader_function_) {
+      auto w = std::find(f.params.begin(), f.params.end(), workers_param_);
+      if (w != f.params.end()) workers = static_cast<size_t>(w - f.params.begin());
+    }
     for (const Call* site : m_.call_sites(f)) {
       bool splat = false;
       for_each_named_child(site->args, [&](TSNode a) {
         splat = splat || kind_of(a) == Kind::ListSplat || kind_of(a) == Kind::DictionarySplat;
       });
       if (splat) continue;
+      if (workers) {
+        TSNode passed = m_.argument_for(*site, f, *workers, method);
+        if (is_null(passed)) {
+          for (const Binding* w : m_.bindings_of(workers_param_, b.function))
+            if (w->kind == BindingKind::Parameter) passed = w->value;  // the default
+        }
+        auto count = is_null(passed) ? std::nullopt : Folder(m_, site->function).integer(passed);
+        if (count && *count == 0) continue;  // this call starts no workers
+      }
       TSNode given = keyword_only ? m_.keyword_argument(*site, b.name) : m_.argument_for(*site, f, index, method);
       if (is_null(given)) given = b.value;  // the default
       collect(given, path, out, depth + 1);
@@ -699,13 +720,14 @@ class ValueCollector {
       return false;
     std::string_view attr = m_.text(field(expr, "attribute"));
     Following guard(*active_, fmt::format("A{}.{}", f.cls, attr));
-    if (!guard.entered) return true;
+    if (!guard.entered || !spend()) return true;
     const Function* init = m_.find_method(f.cls, "__init__");
     for (int mi : m_.classes()[f.cls].methods) {
       const Function& method = m_.functions()[mi];
       if (method.params.empty()) continue;
       ValueCollector inner(m_, file_, owner_ == f.cls && &method == init ? init : nullptr, owner_);
       inner.active_ = active_;
+      inner.budget_ = budget_;
       for (const Binding* b : m_.bindings_of(method.params[0] + "." + std::string(attr), mi)) {
         if ((b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || b->element >= 0 ||
             is_null(b->value))
@@ -735,8 +757,17 @@ class ValueCollector {
   const FileIndex& file_;
   const Function* init_;
   int owner_ = -1;
+  // Parameters and attributes followed in all, shared like active_: each
+  // level of pass-through fans out over every call site, so the work is
+  // bounded, not the depth alone.
+  bool spend() const { return (*budget_)-- > 0; }
+
   mutable std::set<std::string> own_active_;
   std::set<std::string>* active_;
+  mutable int own_budget_ = 64;
+  int* budget_;
+  int loader_function_ = -2;
+  std::string workers_param_;
 };
 
 // ---------------------------------------------------------------------------
@@ -1336,7 +1367,7 @@ class MissingWorkerInitFn final : public Check {
       if (!is_null(init) && kind_of(unparenthesize(init)) != Kind::None) continue;
       std::vector<SiteDataset> datasets;
       if (!file) file.emplace(m);
-      site_datasets(m, *file, argument(m, c, "dataset", 0), "", datasets, 0);
+      site_datasets(m, *file, argument(m, c, "dataset", 0), "", datasets, 0, loader_workers(m, c, workers));
       if (datasets.empty()) continue;
       // Persistent workers keep their generator across epochs: only the
       // workers replay each other's stream, not the epochs.
@@ -1458,9 +1489,24 @@ class MissingWorkerInitFn final : public Check {
     return true;
   }
 
+  // The parameter of the loader's function that gives its worker count
+  // (`num_workers=workers`), if any.
+  struct LoaderWorkers {
+    int function = -1;
+    std::string parameter;
+  };
+  static LoaderWorkers loader_workers(const Model& m, const Call& c, TSNode workers) {
+    workers = unparenthesize(workers);
+    if (kind_of(workers) != Kind::Identifier || c.function < 0) return {};
+    const Binding* b = m.reaching(m.text(workers), start_byte(workers), c.function);
+    if (!b || b->kind != BindingKind::Parameter || b->function != c.function) return {};
+    return {c.function, b->name};
+  }
+
   // The dataset classes a DataLoader's dataset argument is built from.
   static void site_datasets(const Model& m, const FileIndex& file, TSNode expr, const std::string& path,
-                            std::vector<SiteDataset>& out, int depth) {
+                            std::vector<SiteDataset>& out, int depth,
+                            const LoaderWorkers& workers) {
     expr = unparenthesize(expr);
     if (is_null(expr) || depth > 6) return;
     switch (kind_of(expr)) {
@@ -1470,19 +1516,20 @@ class MissingWorkerInitFn final : public Check {
         call.node = expr;
         call.args = field(expr, "arguments");
         if (is_torch_data(callee, "Subset")) {
-          return site_datasets(m, file, argument(m, call, "dataset", 0), path + ".dataset", out, depth + 1);
+          return site_datasets(m, file, argument(m, call, "dataset", 0), path + ".dataset", out, depth + 1, workers);
         }
         if (is_torch_data(callee, "ConcatDataset") || is_torch_data(callee, "ChainDataset")) {
           TSNode list = unparenthesize(argument(m, call, "datasets", 0));
           if (kind_of(list) != Kind::List && kind_of(list) != Kind::Tuple) return;
           for (uint32_t i = 0; i < ts_node_named_child_count(list); ++i)
             site_datasets(m, file, ts_node_named_child(list, i), fmt::format("{}.datasets[{}]", path, i), out,
-                          depth + 1);
+                          depth + 1, workers);
           return;
         }
         if (callee.empty() || !capitalized(callee) || !generator_kind(callee).empty()) return;
         SiteDataset d{callee, path, {}, true};
         ValueCollector values(m, file, nullptr);
+        if (!workers.parameter.empty()) values.only_calls_with_workers(workers.function, workers.parameter);
         uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
         uint32_t position = 0;
         for (uint32_t i = 0; i < n; ++i) {
@@ -1503,14 +1550,14 @@ class MissingWorkerInitFn final : public Check {
       case Kind::Identifier: {
         const Binding* b = m.reaching(m.text(expr), start_byte(expr), m.function_at(start_byte(expr)));
         if (!b || (b->kind != BindingKind::Assign && b->kind != BindingKind::NamedExpr) || is_null(b->value)) return;
-        if (b->element < 0) return site_datasets(m, file, b->value, path, out, depth + 1);
+        if (b->element < 0) return site_datasets(m, file, b->value, path, out, depth + 1, workers);
         // train_set, val_set = random_split(full, [0.9, 0.1]): Subsets of `full`.
         TSNode v = unparenthesize(b->value);
         if (kind_of(v) != Kind::Call || !is_torch_data(m.qualify(field(v, "function")), "random_split")) return;
         Call split;
         split.node = v;
         split.args = field(v, "arguments");
-        return site_datasets(m, file, argument(m, split, "dataset", 0), path + ".dataset", out, depth + 1);
+        return site_datasets(m, file, argument(m, split, "dataset", 0), path + ".dataset", out, depth + 1, workers);
       }
       case Kind::Attribute: {
         // self.train_set, assigned once in the class.
@@ -1523,7 +1570,7 @@ class MissingWorkerInitFn final : public Check {
           if (only || b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) return;
           only = &b;
         }
-        if (only) site_datasets(m, file, only->value, path, out, depth + 1);
+        if (only) site_datasets(m, file, only->value, path, out, depth + 1, workers);
         return;
       }
       default: return;

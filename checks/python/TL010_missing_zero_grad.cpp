@@ -66,7 +66,14 @@ constexpr std::string_view kAnalyzedFact = "clears-gradients-file";
 // it, "name<kFileSep>file" (a normal path).
 constexpr char kFileSep = '\x1f';
 
-std::string normal_path(const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); }
+// A file's path however the run spells it (`train.py`, `./train.py`, its
+// absolute path): facts are cached and reused by runs that name files
+// differently.
+std::string normal_path(const std::string& p) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(p, ec);
+  return (ec ? std::filesystem::path(p) : absolute).lexically_normal().string();
+}
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 
@@ -377,7 +384,7 @@ class MissingZeroGrad final : public Check {
         // The file the import names, when the engine finds it: a function
         // of the same name in another file is not the one called.
         if (info.external == ClearingIndex::CallInfo::External::Callee)
-          if (std::string file = m.callee_file(c); !file.empty()) (other += kFileSep) += file;
+          if (std::string file = m.callee_file(c); !file.empty()) (other += kFileSep) += normal_path(file);
         if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;

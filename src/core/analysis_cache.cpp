@@ -254,19 +254,19 @@ std::optional<FileStamp> directory_stamp_of(const std::string& path) { return st
 
 namespace {
 
-// Whether a name in a directory can change what an import finds: a module
-// file, a package (an identifier; a non-ASCII byte counts as one), or a
-// project root's marker. Not the cache's own directory, `__pycache__`, an
-// editor's backup or swap file.
-bool matters_to_imports(std::string_view name) {
+// Whether an entry of a directory can change what an import finds: a module
+// file (`x.py`, not an editor's `.#x.py`), a package (a directory holding
+// `__init__.py`), or a project root's marker. Not a run's output directory
+// (`wandb/`, `lightning_logs/`), the cache's own, `__pycache__`, an editor's
+// backup or swap file.
+bool matters_to_imports(const fs::directory_entry& entry) {
+  std::string name = entry.path().filename().string();
   for (std::string_view marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
     if (name == marker) return true;
-  if (name.size() > 3 && name.substr(name.size() - 3) == ".py") return true;
-  if (name.empty() || name == "__pycache__" || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    auto u = static_cast<unsigned char>(c);
-    return u >= 0x80 || std::isalnum(u) || c == '_';
-  });
+  if (name.empty() || name[0] == '.') return false;
+  std::error_code ec;
+  if (name.size() > 3 && name.substr(name.size() - 3) == ".py") return !entry.is_directory(ec);
+  return entry.is_directory(ec) && fs::is_regular_file(entry.path() / "__init__.py", ec);
 }
 
 }  // namespace
@@ -275,8 +275,7 @@ uint64_t listing_hash(const std::string& path) {
   std::error_code ec;
   std::vector<std::string> names;
   for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (matters_to_imports(name)) names.push_back(std::move(name));
+    if (matters_to_imports(*it)) names.push_back(it->path().filename().string());
   }
   if (ec) return 0;
   std::sort(names.begin(), names.end());

@@ -79,8 +79,8 @@ std::optional<FileStamp> stamp_of(const std::string& path);
 // The same for a directory.
 std::optional<FileStamp> directory_stamp_of(const std::string& path);
 // The hash of the names a directory holds that can change what an import
-// finds (module files, packages, a project root's markers), sorted (never
-// 0); 0 when it cannot be listed.
+// finds (module files, packages holding `__init__.py`, a project root's
+// markers), sorted (never 0); 0 when it cannot be listed.
 uint64_t listing_hash(const std::string& path);
 
 // A file an analysis read besides the one analyzed: its stamp taken before

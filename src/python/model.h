@@ -522,6 +522,7 @@ class Model {
   Device device_argument(TSNode arg, const ValueEnv* env, int depth) const;
   bool module_moved_in_place(std::string_view name, int function) const;
   bool used_other_than_called(const Function& f, size_t calls) const;
+  bool builtin_container_could_take(std::string_view name, const Call& c) const;
   // The grad mode at entry of the forward of module class `cls` that the
   // file never calls by name: that of the modules holding it (entry_grad).
   GradState submodule_forward_grad(int cls) const;

@@ -771,6 +771,19 @@ const std::vector<int>& Model::calls_named(std::string_view name) const {
   return it == calls_by_name_.end() ? kNone : it->second;
 }
 
+// Whether a method of a builtin container (dict, list, set) of this name
+// accepts the call's positional arguments: `stats.update(x)` may be a
+// dict's, `metric.update(preds, target)` cannot be.
+bool Model::builtin_container_could_take(std::string_view name, const Call& c) const {
+  static const std::unordered_map<std::string_view, uint32_t> kMaxPositional = {
+      {"update", 1}, {"append", 1}, {"extend", 1}, {"add", 1}, {"remove", 1}, {"discard", 1},
+      {"insert", 2}, {"get", 2}, {"pop", 2}, {"setdefault", 2}, {"index", 3}, {"count", 1},
+      {"clear", 0}, {"copy", 0}, {"items", 0}, {"keys", 0}, {"values", 0}, {"sort", 0}, {"reverse", 0},
+      {"popitem", 0}, {"union", 255}, {"intersection", 255}, {"difference", 255}};
+  auto it = kMaxPositional.find(name);
+  return it != kMaxPositional.end() && positional_count(c) <= it->second;
+}
+
 std::vector<const Call*> Model::call_sites(const Function& f) const {
   std::vector<const Call*> out;
   bool method = f.cls >= 0;
@@ -812,7 +825,7 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
       if (v.cls == f.cls && v.home == nullptr) {
         out.push_back(&c);  // `meter.update(x)` on an instance
       } else if (v.cls < 0 && v.kind == ValueKind::Unknown && class_of(receiver).empty() &&
-                 !library().tensor_method(f.name) && sole()) {
+                 !library().tensor_method(f.name) && !builtin_container_could_take(f.name, c) && sole()) {
         out.push_back(&c);
       }
     } else if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier) {

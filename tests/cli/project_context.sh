@@ -140,6 +140,36 @@ TXT
 rm scripts/engine.py
 tl check -v --select TL010 scripts/train.py
 expect_rc 0
+
+case_ "a run's output directory does not invalidate the cache; a package where an import looked does"
+tl check -v --select TL010 scripts/train.py
+expect_rc 0
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (1 from the cache), 4 other files of the project read for their facts (4 from the cache in CACHE), in N s
+TXT
+mkdir -p wandb/run-1 scripts/lightning_logs
+tl check -v --select TL010 scripts/train.py
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (1 from the cache), 4 other files of the project read for their facts (4 from the cache in CACHE), in N s
+TXT
+mkdir scripts/engine
+: >scripts/engine/__init__.py
+tl check -v --select TL010 scripts/train.py
+compare "verbose" "$(verbose_line)" <<'TXT'
+torchleak: verbose: 1 file checked (0 from the cache), 5 other files of the project read for their facts (4 from the cache in CACHE), in N s
+TXT
+rm -r scripts wandb
+
+case_ "the helper's file is the same file however the named file is spelled (the cache keeps its facts)"
+mkdir -p scripts
+cp train.py scripts/train.py
+printf 'def begin_step(model, optimizer):\n    model.train()\n' >scripts/engine.py
+tl check --select TL010 scripts/train.py
+expect_rc 1
+tl check --select TL010 "$PWD/scripts/train.py"
+expect_rc 1
+tl check --select TL010 ./scripts/../scripts/train.py
+expect_rc 1
 rm -r scripts
 
 case_ "torchleak clean removes the entries"

@@ -177,6 +177,10 @@ TEST(LibraryModels, FactoriesAndFrameworkLoops) {
   EXPECT_TRUE(m.method("pytorch_lightning.Trainer", "fit")->runs_loop);
   EXPECT_TRUE(m.method("transformers.Trainer", "train")->runs_loop);
   EXPECT_FALSE(m.may_run_loop("step"));
+  EXPECT_FALSE(m.method("pytorch_lightning.Trainer", "predict"));  // no grad: no training loop
+  EXPECT_EQ(m.call("ignite.engine.create_supervised_evaluator"), nullptr);
+  EXPECT_EQ(m.call("fastai.vision.all.vision_learner")->result_class, "fastai.Learner");
+  EXPECT_TRUE(m.method("fastai.vision.all.Learner", "fine_tune")->runs_loop);
   EXPECT_FALSE(m.call("lightning.pytorch.Trainer")->runs_loop);
 }
 
