@@ -170,6 +170,10 @@ class MissingZeroGrad final : public Check {
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     ctx.fact(std::string(kAnalyzedFact), normal_path(ctx.path()), m.root(), {});
+    // A package's __init__.py also records the functions it defines that
+    // neither clear nor call out ({"defines"}): a name it has no fact for is
+    // one it may re-export.
+    bool package = std::filesystem::path(ctx.path()).filename() == "__init__.py";
     ClearingIndex index(m);
     for (size_t i = 0; i < m.functions().size(); ++i) {
       const Function& f = m.functions()[i];
@@ -185,6 +189,8 @@ class MissingZeroGrad final : public Check {
       } else if (!external.empty()) {
         external.insert(external.begin(), "calls");
         ctx.fact(std::string(kSummaryFact), std::move(key), f.node, std::move(external));
+      } else if (package && f.cls < 0) {
+        ctx.fact(std::string(kSummaryFact), std::move(key), f.node, {"defines"});
       }
     }
   }
@@ -384,7 +390,7 @@ class MissingZeroGrad final : public Check {
         // The file the import names, when the engine finds it: a function
         // of the same name in another file is not the one called.
         if (info.external == ClearingIndex::CallInfo::External::Callee)
-          if (std::string file = m.callee_file(c); !file.empty()) (other += kFileSep) += normal_path(file);
+          if (std::string file = m.callee_file(c, true); !file.empty()) (other += kFileSep) += normal_path(file);
         if (std::find(external->begin(), external->end(), other) == external->end())
           external->push_back(std::move(other));
         continue;
@@ -443,7 +449,8 @@ class MissingZeroGrad final : public Check {
 
   // Whether one of `callees` (qualified names) clears gradients according to
   // the summaries of the analyzed files, following the functions they call in
-  // turn. A callee's facts are those of the file the engine found for it;
+  // turn. A callee's facts are those of the file the engine found for it (a
+  // package's __init__.py with none of its own may re-export it: it may clear);
   // when it found none, those of the files whose name is the module's
   // (`engine.begin_step` -> engine.py) when there are some. A callee in a
   // file the run did not analyze may clear.
@@ -464,6 +471,9 @@ class MissingZeroGrad final : public Check {
         if (index.find(kAnalyzedFact, file).empty()) return true;
         for (const Fact* f : index.find(kSummaryFact, last_component(callee)))
           if (normal_path(f->file) == file) facts.push_back(f);
+        // A package's __init__.py that says nothing of the name may only
+        // re-export it from a module not followed here: it may clear.
+        if (facts.empty() && std::filesystem::path(file).filename() == "__init__.py") return true;
       } else if (callee.rfind("self.", 0) == 0) {
         facts = index.find(kSummaryFact, callee.substr(4));  // ".method"
       } else {

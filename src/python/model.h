@@ -350,7 +350,9 @@ class Model {
   // tell cheaply: a function or class of this file or, through an import
   // (`helpers.f`), of another file of the project; a method of `self`'s
   // class. Empty when not known (another object's method).
-  std::string callee_file(const Call& c) const;
+  // With `packages`, a package's __init__.py that the import names is given
+  // too (it may define the name, or only re-export it).
+  std::string callee_file(const Call& c, bool packages = false) const;
 
   // Calls of `f` in this file: `f(...)`, `self.f(...)` from its class,
   // `x.f(...)` on an instance of its class (`meter = Average()`).

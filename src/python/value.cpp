@@ -1631,7 +1631,7 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
 // ---------------------------------------------------------------------------
 // Loops that run a model over items.
 
-std::string Model::callee_file(const Call& c) const {
+std::string Model::callee_file(const Call& c, bool packages) const {
   if (path_.empty()) return {};
   auto normal = [](const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); };
   TSNode func = unparenthesize(c.func);
@@ -1678,7 +1678,7 @@ std::string Model::callee_file(const Call& c) const {
   std::string module = dot == std::string::npos ? std::string() : dotted.substr(0, dot);
   if (!find_module_file(path_, dotted, dots).empty()) return {};  // a submodule, not a definition
   std::string file = find_module_file(path_, module, dots);
-  if (file.empty() || std::filesystem::path(file).filename() == "__init__.py") return {};
+  if (file.empty() || (!packages && std::filesystem::path(file).filename() == "__init__.py")) return {};
   return normal(file);
 }
 
