@@ -672,18 +672,29 @@ class ValueCollector {
     if (method && index == 0) return;  // self, cls
     Following guard(*active_, fmt::format("P{}.{}", b.function, index));
     if (!guard.entered || !spend()) return;
-    bool keyword_only = false;  // after `*args` or `*`: no position reaches it
+    // Parameters after `*args` or `*` are keyword-only: no position reaches them.
+    std::optional<uint32_t> keyword_only_from;
     for_each_named_child(field(f.node, "parameters"), [&](TSNode p) {
-      if (start_byte(p) >= start_byte(b.statement)) return;
       std::string_view type = ts_node_type(p);
-      if (type == "list_splat_pattern" || type == "dictionary_splat_pattern" || type == "keyword_separator")
-        keyword_only = true;
+      if (!keyword_only_from &&
+          (type == "list_splat_pattern" || type == "dictionary_splat_pattern" || type == "keyword_separator"))
+        keyword_only_from = start_byte(p);
     });
-    std::optional<size_t> workers;  // the worker count's parameter, at the loader's own function
-    if (b.function == loader_function_) {
-      auto w = std::find(f.params.begin(), f.params.end(), workers_param_);
-      if (w != f.params.end()) workers = static_cast<size_t>(w - f.params.begin());
-    }
+    // What a call passes for parameter `name` of `f`, by keyword, by
+    // position when it may be positional, else the parameter's default.
+    auto passed = [&](const Call& site, std::string_view name) {
+      const Binding* param = nullptr;
+      for (const Binding* p : m_.bindings_of(name, b.function))
+        if (p->kind == BindingKind::Parameter) param = p;
+      if (!param) return TSNode{};
+      size_t position = static_cast<size_t>(std::find(f.params.begin(), f.params.end(), name) - f.params.begin());
+      bool keyword_only = keyword_only_from && start_byte(param->statement) > *keyword_only_from;
+      TSNode given = keyword_only ? m_.keyword_argument(site, name) : m_.argument_for(site, f, position, method);
+      return is_null(given) ? param->value : given;
+    };
+    // At the loader's own function, the worker count's parameter.
+    bool workers = b.function == loader_function_ &&
+                   std::find(f.params.begin(), f.params.end(), workers_param_) != f.params.end();
     for (const Call* site : m_.call_sites(f)) {
       bool splat = false;
       for_each_named_child(site->args, [&](TSNode a) {
@@ -691,17 +702,11 @@ class ValueCollector {
       });
       if (splat) continue;
       if (workers) {
-        TSNode passed = m_.argument_for(*site, f, *workers, method);
-        if (is_null(passed)) {
-          for (const Binding* w : m_.bindings_of(workers_param_, b.function))
-            if (w->kind == BindingKind::Parameter) passed = w->value;  // the default
-        }
-        auto count = is_null(passed) ? std::nullopt : Folder(m_, site->function).integer(passed);
+        TSNode count_node = passed(*site, workers_param_);
+        auto count = is_null(count_node) ? std::nullopt : Folder(m_, site->function).integer(count_node);
         if (count && *count == 0) continue;  // this call starts no workers
       }
-      TSNode given = keyword_only ? m_.keyword_argument(*site, b.name) : m_.argument_for(*site, f, index, method);
-      if (is_null(given)) given = b.value;  // the default
-      collect(given, path, out, depth + 1);
+      collect(passed(*site, b.name), path, out, depth + 1);
     }
   }
 

@@ -261,7 +261,7 @@ namespace {
 // backup or swap file.
 bool matters_to_imports(const fs::directory_entry& entry) {
   std::string name = entry.path().filename().string();
-  for (std::string_view marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
+  for (std::string_view marker : kProjectRootMarkers)
     if (name == marker) return true;
   if (name.empty() || name[0] == '.') return false;
   std::error_code ec;

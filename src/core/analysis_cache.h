@@ -73,6 +73,12 @@ struct FileStamp {
            a.device == b.device;
   }
 };
+// The files whose presence makes a directory the project's root, where an
+// absolute import stops looking (python/project.h): a directory's listing
+// counts them (listing_hash).
+inline constexpr std::string_view kProjectRootMarkers[] = {".git",      "pyproject.toml", "setup.py",
+                                                           "setup.cfg", "torchleak.toml", ".torchleak.toml"};
+
 // The stamp of a file, taken now (before its content is read, so that a
 // change after the read shows in the next stamp).
 std::optional<FileStamp> stamp_of(const std::string& path);

@@ -424,10 +424,9 @@ struct Model::Builder {
       std::string_view attr = constant_name(ts_node_named_child(args, 1));
       std::string module = m.qualify(object);
       if (attr.empty() || module.empty()) continue;
-      std::string_view head = std::string_view(module).substr(0, module.find('.'));
-      TSNode head_node = unparenthesize(object);
-      while (kind_of(head_node) == Kind::Attribute) head_node = unparenthesize(attribute_object(head_node));
-      if (!m.aliases_.count(m.text(head_node)) || head.empty()) continue;  // an imported module
+      TSNode head = unparenthesize(object);
+      while (kind_of(head) == Kind::Attribute) head = unparenthesize(attribute_object(head));
+      if (!m.aliases_.count(m.text(head))) continue;  // not an imported module
       m.aliases_[b.name] = module + "." + std::string(attr);
       added.push_back(b.name);
     }
@@ -1838,8 +1837,8 @@ bool Model::runs_per_step(int function) const {
   }
   if (!step_closures_) {
     step_closures_.emplace();
-    // A function of the file that `name`, read at `use` in `scope`, names:
-    // one nested in the scope, else a module-level one.
+    // The function of the file that `name`, read in `scope`, names: one
+    // nested in the scope, else a module-level one.
     auto function_named = [&](std::string_view name, int scope) -> int {
       int found = -1;
       for (size_t i = 0; i < functions_.size(); ++i) {
@@ -1860,10 +1859,8 @@ bool Model::runs_per_step(int function) const {
       if (kind_of(closure) != Kind::Identifier) continue;
       std::string_view name = text(closure);
       const Binding* b = reaching(name, start_byte(closure), c.function);
-      if (!b || b->kind == BindingKind::Parameter) {
-        if (!b) {
-          if (int g = function_named(name, c.function); g >= 0) step_closures_->push_back(g);
-        }
+      if (!b) {  // a def
+        if (int g = function_named(name, c.function); g >= 0) step_closures_->push_back(g);
         continue;
       }
       // `closure = self.make_closure(...)`: the nested function it returns.
@@ -1874,8 +1871,8 @@ bool Model::runs_per_step(int function) const {
       if (kind_of(func) == Kind::Identifier) {
         maker = function_named(text(func), c.function);
       } else if (kind_of(func) == Kind::Attribute && text(unparenthesize(attribute_object(func))) == "self") {
-        const Function* m = find_method(class_of_function(c.function), text(attribute_name(func)));
-        maker = m ? static_cast<int>(m - functions_.data()) : -1;
+        const Function* method = find_method(class_of_function(c.function), text(attribute_name(func)));
+        maker = method ? static_cast<int>(method - functions_.data()) : -1;
       }
       if (maker < 0) continue;
       for (TSNode r : returned_values(functions_[maker])) {

@@ -48,7 +48,7 @@ bool is_project_root(const fs::path& dir) {
   auto [it, fresh] = known.try_emplace(dir.string(), false);
   if (!fresh) return it->second;
   std::error_code ec;
-  for (const char* marker : {".git", "pyproject.toml", "setup.py", "setup.cfg", "torchleak.toml", ".torchleak.toml"})
+  for (std::string_view marker : kProjectRootMarkers)
     if (fs::exists(dir / marker, ec)) it->second = true;
   return it->second;
 }

@@ -798,9 +798,10 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
     return out;
   }
   const std::vector<int>& found = calls_named(f.name);
-  // A receiver of unknown class calls the method when no other class of the
-  // file and no library class it could be defines that name: the only
-  // definition of the name (`metric.update(p, t)` with `metric` a parameter).
+  // A receiver of unknown class (`metric.update(p, t)` with `metric` a
+  // parameter) calls the method when it is the only definition of the name in
+  // the file, not a tensor method, and not a call a builtin container's
+  // method of that name could take.
   std::optional<bool> only_definition;
   auto sole = [&] {
     if (!only_definition) {
