@@ -111,8 +111,15 @@ class AnalysisConsumer final : public ASTConsumer {
 
   bool HandleTopLevelDecl(DeclGroupRef group) override {
     const SourceManager& sm = ci_.getSourceManager();
-    for (Decl* d : group)
-      if (sm.isInMainFile(sm.getExpansionLoc(d->getLocation()))) scope_.push_back(d);
+    for (Decl* d : group) {
+      // An instantiation takes the location of the declaration its call found,
+      // which may be a header's forward declaration: what counts is where the
+      // body it instantiates is written.
+      const Decl* written = d;
+      if (auto* f = dyn_cast<FunctionDecl>(d); f && f->isTemplateInstantiation())
+        if (const FunctionDecl* pattern = f->getTemplateInstantiationPattern()) written = pattern;
+      if (sm.isInMainFile(sm.getExpansionLoc(written->getLocation()))) scope_.push_back(d);
+    }
     return true;
   }
 
