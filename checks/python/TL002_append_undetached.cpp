@@ -61,7 +61,9 @@ class AppendUndetached final : public Check {
       if (s.copies && m.grad_state(s.at) != GradState::Enabled) continue;
       // The container's fate first: it is asked of names, the value engine
       // of expressions.
-      if (s.loop >= 0 ? !survives_step(m, s.container, s.loop) : !survives_per_step_call(m, s, per_step)) continue;
+      if (s.loop >= 0 ? !survives_step(m, s.container, s.loop)
+                      : !survives_per_step_call(m, s, per_step) && !survives_hook_calls(m, s))
+        continue;
       std::vector<TSNode> leaves;
       attached_leaves(m, s.value, s.skip, leaves);
       if (leaves.empty()) continue;
@@ -86,6 +88,21 @@ class AppendUndetached final : public Check {
     return !m.reset_per_step(s.container, s.function);
   }
 
+  // An append outside any loop in a module's hook (Model::hook_sites), which
+  // runs at each call of the module: the container, named in the function
+  // that calls the module, survives the step loop around that call, and no
+  // backward pass of that function reads it (a feature-matching loss).
+  static bool survives_hook_calls(const Model& m, const Store& s) {
+    for (const Model::HookSite& site : m.hook_sites(s.function)) {
+      if (!site.call || site.call->loop < 0) continue;
+      std::string name = m.name_in_caller(s.container, s.function, site.call->function);
+      if (name.empty() || !survives_step(m, name, site.call->loop)) continue;
+      if (m.feeds_backward(name, site.call->function)) continue;
+      return true;
+    }
+    return false;
+  }
+
   // Whether a store outside a loop may still outlive a step: in a function
   // of a class, on `self` (survives_per_step_call decides).
   static bool may_store_per_step(const Model& m, int function, std::string_view container) {
@@ -96,7 +113,7 @@ class AppendUndetached final : public Check {
   // an attribute, or a subscript of one.
   static void add_call_store(const Model& m, const Call& c, std::vector<Store>& out) {
     if (is_null(c.receiver)) return;
-    if (c.loop < 0 && (c.function < 0 || m.functions()[c.function].cls < 0)) return;
+    if (c.loop < 0 && (c.function < 0 || m.functions()[c.function].cls < 0) && m.hook_sites(c.function).empty()) return;
     uint32_t position = c.method == "insert" ? 1 : 0;
     if (c.method != "append" && c.method != "extend" && c.method != "insert") return;
     // list.append takes one argument, list.insert two, and neither takes
@@ -109,7 +126,8 @@ class AppendUndetached final : public Check {
     TSNode container = unparenthesize(c.receiver);
     while (kind_of(container) == Kind::Subscript) container = unparenthesize(field(container, "value"));
     std::string name = m.qualify(container);
-    if (name.empty() || (c.loop < 0 && !may_store_per_step(m, c.function, name))) return;
+    if (name.empty() || (c.loop < 0 && !may_store_per_step(m, c.function, name) &&
+                            m.hook_sites(c.function).empty())) return;
     out.push_back({name, container, value, TSNode{}, start_byte(c.node), c.function, c.loop, false});
   }
 

@@ -534,6 +534,18 @@ class EvalWithoutNoGrad final : public Check {
            name.rfind("on_validation", 0) == 0 || name.rfind("on_test", 0) == 0 || name.rfind("on_predict", 0) == 0;
   }
 
+  // A unit test that pytest collects (`test_*` in a `Test*` class or in a
+  // file named `test_*.py` or `*_test.py`): named for a test suite, not for
+  // an evaluation pass over data.
+  static bool pytest_test(const Model& m, int fn) {
+    const Function& f = m.functions()[fn];
+    if (!f.name.starts_with("test_")) return false;
+    if (f.cls >= 0 && m.classes()[f.cls].name.starts_with("Test")) return true;
+    std::string_view file = m.path();
+    file = file.substr(file.find_last_of("/\\") == std::string_view::npos ? 0 : file.find_last_of("/\\") + 1);
+    return file.starts_with("test_") || file.ends_with("_test.py");
+  }
+
   // Per function (index fn + 1): whether it can be an evaluation context at
   // all, that is calls eval() or train() itself or is named for evaluation
   // (evaluation_context needs one of them). Most functions are neither, and
@@ -611,7 +623,7 @@ class EvalWithoutNoGrad final : public Check {
       eval_at = start_byte(last->node);
       return true;
     }
-    if (fn < 0 || !named_for_evaluation(m.functions()[fn].name)) return false;
+    if (fn < 0 || !named_for_evaluation(m.functions()[fn].name) || pytest_test(m, fn)) return false;
     reason = fmt::format("in `{}`", m.functions()[fn].qualified_name);
     return true;
   }

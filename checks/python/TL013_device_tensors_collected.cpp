@@ -73,7 +73,8 @@ class DeviceTensorsCollected final : public Check {
       GradState grad = m.grad_state(s.at);
       if (grad == GradState::Maybe) continue;
       if (s.loop < 0) {
-        if (!survives_evaluation_step(m, s)) continue;
+        if (m.hook_sites(s.function).empty() ? !survives_evaluation_step(m, s) : !survives_hook_calls(m, s, evaluation))
+          continue;
       } else {
         auto [it, asked] = survives.try_emplace({s.container, s.loop}, false);
         if (asked) it->second = survives_evaluation(m, s.container, s.loop, evaluation);
@@ -101,7 +102,7 @@ class DeviceTensorsCollected final : public Check {
   static void add_call_store(const Model& m, const Call& c, std::vector<Store>& out) {
     if (is_null(c.receiver)) return;
     if (c.method != "append" && c.method != "extend" && c.method != "insert") return;
-    if (c.loop < 0 && !in_evaluation_step(m, c.function)) return;
+    if (c.loop < 0 && !in_evaluation_step(m, c.function) && m.hook_sites(c.function).empty()) return;
     uint32_t position = c.method == "insert" ? 1 : 0;
     if (m.positional_count(c) != position + 1 || ts_node_named_child_count(c.args) != position + 1) return;
     TSNode container = unparenthesize(c.receiver);
@@ -110,6 +111,30 @@ class DeviceTensorsCollected final : public Check {
     if (name.empty()) return;
     out.push_back({name, container, m.positional_argument(c, position), TSNode{}, start_byte(c.node), c.function, c.loop,
                    c.node});
+  }
+
+  // A store outside any loop in a module's hook (Model::hook_sites), which
+  // runs at each call of the module: the container, named in the function
+  // that calls the module, survives the evaluation loop around that call and
+  // the loop neither bounds it nor works on it. A keyed store (`c[k] = v`)
+  // replaces the entry of its key on each call.
+  static bool survives_hook_calls(const Model& m, const Store& s, std::vector<signed char>& evaluation) {
+    if (s.subscript) return false;
+    for (const Model::HookSite& site : m.hook_sites(s.function)) {
+      if (!site.call || site.call->loop < 0) continue;
+      std::string name = m.name_in_caller(s.container, s.function, site.call->function);
+      if (name.empty()) continue;
+      Store at = s;
+      at.container = name;
+      at.function = site.call->function;
+      at.loop = site.call->loop;
+      at.at = start_byte(site.call->node);
+      at.skip = TSNode{};
+      if (!survives_evaluation(m, at.container, at.loop, evaluation)) continue;
+      if (bounded_in_loop(m, at) || consumed_in_loop(m, at) || read_by_training_loop(m, at)) continue;
+      return true;
+    }
+    return false;
   }
 
   static bool in_evaluation_step(const Model& m, int function) {
@@ -153,7 +178,9 @@ class DeviceTensorsCollected final : public Check {
 
   static void add_binding_store(const Model& m, const Binding& b, std::vector<Store>& out) {
     if (is_null(b.value)) return;
-    if (b.loop < 0 && !in_evaluation_step(m, b.function)) return;
+    if (b.loop < 0 && !in_evaluation_step(m, b.function) &&
+        (b.kind == BindingKind::SubscriptStore || m.hook_sites(b.function).empty()))
+      return;
     // The container's name is copied once the binding is known to store.
     Store s{{}, unparenthesize(b.target), TSNode{}, TSNode{}, b.start, b.function, b.loop, b.statement};
     TSNode value = unparenthesize(b.value);
@@ -217,7 +244,9 @@ class DeviceTensorsCollected final : public Check {
   // pipeline) collects what one call needs, not what a dataset holds:
   // measured on the audited corpus, such loops gave only wrong findings.
   // A loop over a range of literal bounds (`for _ in range(5)`) runs a fixed
-  // number of times, whatever the data: what it collects is bounded.
+  // number of times, whatever the data: what it collects is bounded. So does
+  // a counted loop in a method of a module class: one call's frames, time
+  // steps or chunks.
   static bool evaluation_loop(const Model& m, int loop) {
     const Loop& l = m.loops()[loop];
     TSNode iterable = l.kind == LoopKind::For ? unparenthesize(field(l.node, "right")) : TSNode{};
@@ -225,6 +254,10 @@ class DeviceTensorsCollected final : public Check {
     if (range && literal_arguments(field(iterable, "arguments"))) return false;
     if (m.is_step_loop(loop)) return true;
     if (!range) return false;
+    // In a module's own method (`generate`, `log_images`), a counted loop
+    // runs over the frames, time steps or chunks of one call's input.
+    int cls = m.class_of_function(l.function);
+    if (cls >= 0 && m.class_is_module(cls)) return false;
     return m.runs_module_per_item(loop);
   }
 

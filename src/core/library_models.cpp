@@ -38,6 +38,9 @@ constexpr std::array<Choice<ParameterFacet>, 3> kParameters = {{
 constexpr std::array<Choice<GradMode>, 5> kGradMode = {{
     {"unchanged", GradMode::Unchanged}, {"disabled", GradMode::Disabled}, {"enabled", GradMode::Enabled},
     {"argument", GradMode::Argument}, {"inference-argument", GradMode::InferenceArgument}}};
+constexpr std::array<Choice<ModuleHookRuns>, 3> kHookRuns = {{
+    {"forward", ModuleHookRuns::Forward}, {"forward-pre", ModuleHookRuns::ForwardPre},
+    {"backward", ModuleHookRuns::Backward}}};
 constexpr std::array<Choice<HookRole>, 4> kRole = {{
     {"none", HookRole::None}, {"training-step", HookRole::TrainingStep},
     {"evaluation-step", HookRole::EvaluationStep}, {"per-step", HookRole::PerStep}}};
@@ -135,6 +138,7 @@ class ModelFileReader {
 
   void call(const toml::table& t, std::string_view where) {
     CallModel m;
+    const toml::node* hook_runs_at = nullptr;
     m.file = path_;
     m.line = t.source().begin.line;
     for (const auto& [k, node] : t) {
@@ -190,9 +194,15 @@ class ModelFileReader {
           else if (ekey == "in-place") m.in_place = boolean(en, eat);
           else if (ekey == "accumulates-grads") m.accumulates_grads = boolean(en, eat);
           else if (ekey == "loop") m.runs_loop = boolean(en, eat);
+          else if (ekey == "hook") m.hook = operand(en, eat);
+          else if (ekey == "hook-runs") {
+            m.hook_runs = choice(en, eat, kHookRuns);
+            hook_runs_at = &en;
+          }
           else unknown(ek, at, "backward, accumulates-grads, step, clear-grads, release-cache, anomaly-detection, "
-                               "in-place, loop");
+                               "in-place, loop, hook, hook-runs");
         }
+        if (hook_runs_at && !m.hook) fail(*hook_runs_at, at + ".hook-runs", "needs `hook`, the operand that is the registered callable");
       } else {
         unknown(k, where, "names, patterns, result, grad-mode, environment-check, effects");
       }
@@ -374,7 +384,7 @@ void LibraryModels::note_effects(const std::string& name, const CallModel& m) {
   unsigned effects = (m.backward ? kBackward : 0u) | (m.steps ? kStep : 0u) | (m.releases_cache ? kReleaseCache : 0u) |
                      (m.grad_mode != GradMode::Unchanged ? kGradMode : 0u) |
                      (m.anomaly_detection || m.anomaly_detection_block ? kAnomalyDetection : 0u) |
-                     (m.environment_check ? kEnvironmentCheck : 0u) | (m.runs_loop ? kRunsLoop : 0u);
+                     (m.environment_check ? kEnvironmentCheck : 0u) | (m.runs_loop ? kRunsLoop : 0u) | (m.hook ? kRegistersHook : 0u);
   if (effects) effect_names_[name.substr(name.rfind('.') + 1)] |= effects;
 }
 

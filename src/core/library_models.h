@@ -72,6 +72,12 @@ enum class HookRole : uint8_t {
   PerStep,         // once per step, around it (a callback's on_step_end, a backward hook)
 };
 
+// When a module runs a hook registered on it (`register_forward_hook(f)`):
+// after each forward pass with (module, inputs, output), before it with
+// (module, inputs), or during the backward pass with (module, grad_inputs,
+// grad_outputs).
+enum class ModuleHookRuns : uint8_t { Forward, ForwardPre, Backward };
+
 // One operand of a call: its receiver (`self`), a positional argument
 // (`arg0`), or that argument also passed by keyword (`arg0|loss`).
 struct Operand {
@@ -113,6 +119,10 @@ struct CallModel {
   // Runs a loop over batches of data itself (a framework's `fit()`,
   // ignite's `Engine.run`): a call of it is a loop over steps.
   bool runs_loop = false;
+  // Registers this operand, a callable, as a hook that the receiving module
+  // runs at each of its calls (`module.register_forward_hook(hook)`).
+  std::optional<Operand> hook;
+  ModuleHookRuns hook_runs = ModuleHookRuns::Forward;
   // The result is an instance of this class (qualified), for a factory
   // function (`create_supervised_trainer(...)` builds an ignite Engine).
   std::string result_class;
@@ -192,6 +202,7 @@ class LibraryModels {
   // class is not known.
   bool may_check_environment(std::string_view name) const { return has_effect(name, kEnvironmentCheck); }
   bool may_run_loop(std::string_view name) const { return has_effect(name, kRunsLoop); }
+  bool may_register_hook(std::string_view name) const { return has_effect(name, kRegistersHook); }
 
   // Registries (`[[registries]]`): the configuration key that names a class
   // registered by the decorator `qualified` (`@HOOKS.register_module()`:
@@ -233,7 +244,8 @@ class LibraryModels {
     kGradMode = 8,
     kAnomalyDetection = 16,
     kEnvironmentCheck = 32,
-    kRunsLoop = 64
+    kRunsLoop = 64,
+    kRegistersHook = 128
   };
   bool has_effect(std::string_view name, unsigned effect) const {
     auto it = effect_names_.find(name);

@@ -1009,6 +1009,7 @@ void Model::forget_answers() const {
   std::fill(entry_grad_busy_.begin(), entry_grad_busy_.end(), false);
   in_progress_.clear();
   step_closures_.reset();
+  hook_sites_.reset();
 }
 
 std::string Model::qualify(TSNode n) const {
@@ -1835,55 +1836,183 @@ bool Model::runs_per_step(int function) const {
     int loop = innermost_loop(start_byte(c->node), c->function);
     if (loop >= 0 && is_step_loop(loop)) return true;
   }
+  for (const HookSite& site : hook_sites(function)) {
+    if (!site.call) continue;
+    int loop = innermost_loop(start_byte(site.call->node), site.call->function);
+    if (loop >= 0 && is_step_loop(loop)) return true;
+  }
   if (!step_closures_) {
     step_closures_.emplace();
-    // The function of the file that `name`, read in `scope`, names: one
-    // nested in the scope, else a module-level one.
-    auto function_named = [&](std::string_view name, int scope) -> int {
-      int found = -1;
-      for (size_t i = 0; i < functions_.size(); ++i) {
-        const Function& g = functions_[i];
-        if (g.name != name) continue;
-        if (scope >= 0 && g.parent == scope) return static_cast<int>(i);
-        if (g.parent < 0 && g.cls < 0) found = static_cast<int>(i);
-      }
-      return found;
-    };
     for (const Call& c : calls_) {
       if (c.method != "step" || is_null(stepped_optimizer(c))) continue;
       int loop = innermost_loop(start_byte(c.node), c.function);
       if (loop < 0 || !is_step_loop(loop)) continue;
       TSNode closure = keyword_argument(c, "closure");
       if (is_null(closure)) closure = positional_argument(c, 0);
-      closure = unparenthesize(closure);
-      if (kind_of(closure) != Kind::Identifier) continue;
-      std::string_view name = text(closure);
-      const Binding* b = reaching(name, start_byte(closure), c.function);
-      if (!b) {  // a def
-        if (int g = function_named(name, c.function); g >= 0) step_closures_->push_back(g);
-        continue;
-      }
-      // `closure = self.make_closure(...)`: the nested function it returns.
-      TSNode v = unparenthesize(b->value);
-      if (b->kind != BindingKind::Assign || b->element >= 0 || kind_of(v) != Kind::Call) continue;
-      TSNode func = unparenthesize(field(v, "function"));
-      int maker = -1;
-      if (kind_of(func) == Kind::Identifier) {
-        maker = function_named(text(func), c.function);
-      } else if (kind_of(func) == Kind::Attribute && text(unparenthesize(attribute_object(func))) == "self") {
-        const Function* method = find_method(class_of_function(c.function), text(attribute_name(func)));
-        maker = method ? static_cast<int>(method - functions_.data()) : -1;
-      }
-      if (maker < 0) continue;
-      for (TSNode r : returned_values(functions_[maker])) {
-        r = unparenthesize(r);
-        if (kind_of(r) != Kind::Identifier) continue;
-        for (size_t i = 0; i < functions_.size(); ++i)
-          if (functions_[i].parent == maker && functions_[i].name == text(r)) step_closures_->push_back(static_cast<int>(i));
-      }
+      if (kind_of(unparenthesize(closure)) != Kind::Identifier) continue;
+      for (int g : designated_functions(closure, c.function)) step_closures_->push_back(g);
     }
   }
   return std::find(step_closures_->begin(), step_closures_->end(), function) != step_closures_->end();
+}
+
+std::vector<int> Model::designated_functions(TSNode expr, int scope, int depth) const {
+  std::vector<int> out;
+  expr = unparenthesize(expr);
+  if (is_null(expr) || depth > 3) return out;
+  // The function of the file that `name`, read in `scope`, names: one
+  // nested in the scope (or in a scope around it), else a module-level one.
+  auto function_named = [&](std::string_view name, int in) -> int {
+    for (int s = in; s >= 0; s = functions_[s].parent)
+      for (size_t i = 0; i < functions_.size(); ++i)
+        if (functions_[i].parent == s && functions_[i].name == name) return static_cast<int>(i);
+    for (size_t i = 0; i < functions_.size(); ++i)
+      if (functions_[i].parent < 0 && functions_[i].cls < 0 && functions_[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  // The nested functions a maker returns.
+  auto returned_by = [&](int maker) {
+    for (TSNode r : returned_values(functions_[maker])) {
+      r = unparenthesize(r);
+      if (kind_of(r) != Kind::Identifier) continue;
+      for (size_t i = 0; i < functions_.size(); ++i)
+        if (functions_[i].parent == maker && functions_[i].name == text(r)) out.push_back(static_cast<int>(i));
+    }
+  };
+  auto method_of_self = [&](TSNode attribute) -> int {
+    if (text(unparenthesize(attribute_object(attribute))) != "self") return -1;
+    const Function* method = find_method(class_of_function(scope), text(attribute_name(attribute)));
+    return method ? static_cast<int>(method - functions_.data()) : -1;
+  };
+  switch (kind_of(expr)) {
+    case Kind::Identifier: {
+      std::string_view name = text(expr);
+      const Binding* b = reaching(name, start_byte(expr), scope);
+      if (!b) {  // a def
+        if (int g = function_named(name, scope); g >= 0) out.push_back(g);
+      } else if (b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value) &&
+                 kind_of(unparenthesize(b->value)) == Kind::Call) {
+        return designated_functions(b->value, b->function, depth + 1);  // `hook = make_hook(name)`
+      }
+      break;
+    }
+    case Kind::Attribute:
+      if (int g = method_of_self(expr); g >= 0) out.push_back(g);
+      break;
+    case Kind::Call: {
+      TSNode func = unparenthesize(field(expr, "function"));
+      if (qualify(func) == "functools.partial") {
+        Call partial{};
+        partial.args = field(expr, "arguments");
+        return designated_functions(positional_argument(partial, 0), scope, depth + 1);
+      }
+      int maker = kind_of(func) == Kind::Identifier  ? function_named(text(func), scope)
+                  : kind_of(func) == Kind::Attribute ? method_of_self(func)
+                                                     : -1;
+      if (maker >= 0) returned_by(maker);
+      break;
+    }
+    default: break;
+  }
+  return out;
+}
+
+void Model::module_calls(TSNode expr, int function, int depth, std::vector<const Call*>& out) const {
+  expr = unparenthesize(expr);
+  // A submodule: `model.layer4`, `model.blocks[3]`.
+  while (kind_of(expr) == Kind::Attribute || kind_of(expr) == Kind::Subscript)
+    expr = unparenthesize(kind_of(expr) == Kind::Attribute ? attribute_object(expr) : field(expr, "value"));
+  if (kind_of(expr) != Kind::Identifier || depth > 3) return;
+  std::string_view name = text(expr);
+  if (name == "self") return;  // the instance's calls are its users'
+  const Binding* b = reaching(name, start_byte(expr), function);
+  if (b && b->kind == BindingKind::ForTarget) {
+    // `for name, m in model.named_modules()`: a submodule of `model`.
+    TSNode it = unparenthesize(field(b->statement, "right"));
+    if (kind_of(it) != Kind::Call) return;
+    TSNode func = unparenthesize(field(it, "function"));
+    static constexpr std::array<std::string_view, 4> kSubmodules = {"modules", "named_modules", "children",
+                                                                    "named_children"};
+    if (kind_of(func) == Kind::Attribute &&
+        std::find(kSubmodules.begin(), kSubmodules.end(), text(attribute_name(func))) != kSubmodules.end())
+      module_calls(attribute_object(func), b->function, depth + 1, out);
+    return;
+  }
+  if (b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value) &&
+      (kind_of(unparenthesize(b->value)) == Kind::Attribute || kind_of(unparenthesize(b->value)) == Kind::Subscript)) {
+    module_calls(b->value, b->function, depth + 1, out);  // `layer = model.layer4`
+    return;
+  }
+  if (b && b->kind == BindingKind::Parameter && function >= 0) {
+    // Its calls here, and those of what the function's callers in the file pass.
+    const Function& f = functions_[function];
+    auto p = std::find(f.params.begin(), f.params.end(), name);
+    if (p == f.params.end()) return;
+    for (const Call* c : call_sites(f)) {
+      TSNode arg = argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0);
+      if (!is_null(arg)) module_calls(arg, c->function, depth + 1, out);
+    }
+  }
+  if (b && b->function != function) function = b->function;  // a module-level model
+  for (int i : calls_named(name)) {
+    const Call& c = calls_[static_cast<size_t>(i)];
+    if (c.method.empty() && kind_of(unparenthesize(c.func)) == Kind::Identifier && text(unparenthesize(c.func)) == name &&
+        (c.function == function || (function < 0 && reaching(name, start_byte(c.node), c.function) == b)))
+      out.push_back(&c);
+  }
+}
+
+const std::vector<Model::HookSite>& Model::hook_sites(int function) const {
+  static const std::vector<HookSite> kNone;
+  if (!hook_sites_) {
+    hook_sites_.emplace(functions_.size());
+    for (const Call& r : calls_) {
+      if (r.method.empty() || !library().may_register_hook(r.method)) continue;
+      const CallModel* model = call_model(r);
+      // A receiver of unknown class: nn.Module's method of that name.
+      if ((!model || !model->hook) && class_of(r.receiver).empty()) model = library().method("torch.nn.Module", r.method);
+      if (!model || !model->hook) continue;
+      std::vector<int> hooks = designated_functions(operand(r, *model->hook), r.function);
+      if (hooks.empty()) continue;
+      std::vector<const Call*> sites;
+      module_calls(r.receiver, r.function, 0, sites);
+      if (sites.empty()) sites.push_back(nullptr);  // registered on a module whose calls are not known
+      for (int h : hooks)
+        for (const Call* site : sites) {
+          auto& list = (*hook_sites_)[static_cast<size_t>(h)];
+          if (std::none_of(list.begin(), list.end(), [&](const HookSite& x) { return x.call == site; }))
+            list.push_back({site, model->hook_runs});
+        }
+    }
+  }
+  if (function < 0 || static_cast<size_t>(function) >= hook_sites_->size()) return kNone;
+  return (*hook_sites_)[static_cast<size_t>(function)];
+}
+
+std::string Model::name_in_caller(std::string_view name, int function, int at) const {
+  std::string_view root = name.substr(0, name.find('.'));
+  std::string_view rest = name.substr(root.size());
+  if (root == "self" || function < 0) return {};
+  for (int scope = function; scope >= 0; scope = functions_[scope].parent) {
+    const Function& f = functions_[scope];
+    auto p = std::find(f.params.begin(), f.params.end(), root);
+    bool bound = p != f.params.end();
+    for (const Binding* b : bindings_of(root, scope))
+      if (b->kind == BindingKind::Global) return std::string(name);  // `global x` / `nonlocal x`
+      else bound = true;
+    if (!bound) continue;
+    if (scope == function) return {};  // the hook's own: fresh on each call
+    if (scope == at) return std::string(name);
+    if (p == f.params.end()) return {};  // a closure's own state: not followed
+    // A parameter of an enclosing function: what `at` passes when it calls it.
+    for (const Call* c : call_sites(f)) {
+      if (c->function != at) continue;
+      TSNode arg = unparenthesize(argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0));
+      if (kind_of(arg) == Kind::Identifier) return std::string(text(arg)) + std::string(rest);
+    }
+    return {};
+  }
+  return std::string(name);  // module-level
 }
 
 bool Model::is_step_loop(int loop) const {
@@ -2205,6 +2334,9 @@ bool Model::module_instance_at(TSNode expr, int depth) const {
   if (k != Kind::Identifier && k != Kind::Attribute) return false;
   std::string name = qualify(expr);
   if (name.empty()) return false;
+  // A function of the file (`def step_model(...)`) is not a module, whatever its name.
+  if (k == Kind::Identifier && find_function(name) && !reaching(name, start_byte(expr), function_at(start_byte(expr))))
+    return false;
   if (module_evidence_.count(name)) return true;
   std::string_view leaf = last_component(name);
   if (named_like(leaf, {"model", "net", "network", "encoder", "decoder", "generator", "discriminator",

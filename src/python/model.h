@@ -377,6 +377,27 @@ class Model {
   // of the file by name, or the function that a function of the file
   // returns, `closure = self.make_closure(...)`).
   bool runs_per_step(int function) const;
+  // A call of a module that runs `function` as a hook registered on it or on
+  // one of its submodules (`layer.register_forward_hook(hook)`, for each
+  // module of `model.named_modules()`; the library models say which calls
+  // register hooks). The hook is a function of the file named, a method
+  // (`self.save_output`), the nested function a maker returns
+  // (`make_hook(name)`) or a `functools.partial` of one. The module is
+  // followed through the registering function's parameters to the file's
+  // calls of that function, and its calls are those of the function that
+  // holds it.
+  struct HookSite {
+    const Call* call = nullptr;
+    ModuleHookRuns runs = ModuleHookRuns::Forward;
+  };
+  const std::vector<HookSite>& hook_sites(int function) const;
+  // What `name` (a name or an attribute chain that `function`, a hook or a
+  // closure, reads without binding) stands for in `at`, the function that
+  // runs it: the same name for a module-level one or one of `at`'s own, and
+  // the argument `at` passes when it is a parameter of an enclosing function
+  // that `at` calls. Empty when `function` binds it (it starts afresh on each
+  // call) or it is not followed.
+  std::string name_in_caller(std::string_view name, int function, int at) const;
   // Whether each iteration of `loop` runs a module of the enclosing scope on
   // an input of its own (a name bound in the loop), none of them on the
   // previous iteration's output: a pass of a model over items (a dataset's
@@ -525,6 +546,15 @@ class Model {
   bool module_moved_in_place(std::string_view name, int function) const;
   bool used_other_than_called(const Function& f, size_t calls) const;
   bool builtin_container_could_take(std::string_view name, const Call& c) const;
+  // The functions of the file a callable expression read in `scope` stands
+  // for: a def by name (one nested in the scope, else a module-level one), a
+  // method (`self.m`), the nested functions that a call of a maker returns
+  // (`make_hook(name)`, directly or through a name bound to it), or the
+  // function a `functools.partial` wraps.
+  std::vector<int> designated_functions(TSNode expr, int scope, int depth = 0) const;
+  // The calls of the module `expr` (read in `function`) or of a module
+  // holding it as a submodule, into `out` (hook_sites).
+  void module_calls(TSNode expr, int function, int depth, std::vector<const Call*>& out) const;
   // The grad mode at entry of the forward of module class `cls` that the
   // file never calls by name: that of the modules holding it (entry_grad).
   GradState submodule_forward_grad(int cls) const;
@@ -597,6 +627,8 @@ class Model {
   // The functions an optimizer's step calls as its closure in a step loop
   // (runs_per_step), by index; built on first need.
   mutable std::optional<std::vector<int>> step_closures_;
+  // hook_sites(), per function; built on first need.
+  mutable std::optional<std::vector<std::vector<HookSite>>> hook_sites_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
   mutable bool calls_indexed_ = false;
   // Mentions of the file's function names: as identifiers, and as `self.<name>`.

@@ -799,9 +799,10 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
   }
   const std::vector<int>& found = calls_named(f.name);
   // A receiver of unknown class (`metric.update(p, t)` with `metric` a
-  // parameter) calls the method when it is the only definition of the name in
-  // the file, not a tensor method, and not a call a builtin container's
-  // method of that name could take.
+  // parameter; a module of unknown class for a method of a module class)
+  // calls the method when it is the only definition of the name in the file,
+  // not a tensor method, and not a call a builtin container's method of that
+  // name could take.
   std::optional<bool> only_definition;
   auto sole = [&] {
     if (!only_definition) {
@@ -825,7 +826,8 @@ std::vector<const Call*> Model::call_sites(const Function& f) const {
       Value v = value(receiver);
       if (v.cls == f.cls && v.home == nullptr) {
         out.push_back(&c);  // `meter.update(x)` on an instance
-      } else if (v.cls < 0 && v.kind == ValueKind::Unknown && class_of(receiver).empty() &&
+      } else if (v.cls < 0 && (v.kind == ValueKind::Unknown || (v.kind == ValueKind::Module && class_is_module(f.cls))) &&
+                 class_of(receiver).empty() &&
                  !library().tensor_method(f.name) && !builtin_container_could_take(f.name, c) && sole()) {
         out.push_back(&c);
       }
@@ -843,7 +845,26 @@ Value Model::parameter_value(const Function& f, size_t index, int depth) const {
   uint64_t key = (uint64_t{1} << 63) | (static_cast<uint64_t>(&f - functions_.data()) << 16) | index;
   if (!value_in_progress_.insert(key).second) return {};
   std::optional<Value> out;
-  for (const Call* c : call_sites(f)) {
+  std::vector<const Call*> sites = call_sites(f);
+  if (sites.empty()) {
+    // A module's hook: (module, inputs, output) from each call of the module.
+    size_t self = f.cls >= 0 ? 1 : 0;
+    for (const HookSite& site : hook_sites(static_cast<int>(&f - functions_.data()))) {
+      size_t position = index - self;
+      if (!site.call || site.runs == ModuleHookRuns::Backward || index < self || position > 2 ||
+          (position == 2 && site.runs != ModuleHookRuns::Forward)) {
+        out.reset();
+        break;
+      }
+      Value v = position == 0   ? value_at(site.call->func, nullptr, depth + 1)
+                : position == 1 ? arguments_joined(site.call->args, nullptr, depth)
+                                : value_at(site.call->node, nullptr, depth + 1);
+      out = out ? join(*out, v) : v;
+    }
+    value_in_progress_.erase(key);
+    return out ? *out : Value{};
+  }
+  for (const Call* c : sites) {
     TSNode arg = argument_for(*c, f, index, f.cls >= 0);
     if (is_null(arg)) {
       out.reset();
@@ -1571,6 +1592,13 @@ GradState Model::entry_grad(int function) const {
     if (state == GradState::Disabled && used_other_than_called(f, sites.size())) state = GradState::Enabled;
   } else if (sites.empty() && f.name == "forward" && f.cls >= 0 && class_is_module(f.cls)) {
     state = submodule_forward_grad(f.cls);
+  } else if (sites.empty() && f.hook == nullptr && !hook_sites(static_cast<int>(i)).empty()) {
+    // A module's forward hook runs under the mode of the module's calls.
+    state = GradState::Disabled;
+    for (const HookSite& site : hook_sites(static_cast<int>(i)))
+      if (!site.call || site.runs == ModuleHookRuns::Backward ||
+          grad_state(start_byte(site.call->node)) != GradState::Disabled)
+        state = GradState::Enabled;
   }
   entry_grad_busy_[i] = false;
   entry_grad_[i] = static_cast<signed char>(state);

@@ -244,6 +244,10 @@ TEST(LibraryModels, MalformedFilesNameFileLineAndProblem) {
             "inhouse.toml:3:20: calls[0].result.class: must be a non-empty string");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { loop = \"yes\" }\n"),
             "inhouse.toml:3:20: calls[0].effects.loop: must be true or false");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { hook-runs = \"forward\" }\n"),
+            "inhouse.toml:3:25: calls[0].effects.hook-runs: needs `hook`, the operand that is the registered callable");
+  EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { hook = \"arg0\", hook-runs = \"after\" }\n"),
+            "inhouse.toml:3:40: calls[0].effects.hook-runs: must be one of forward, forward-pre, backward, not 'after'");
   EXPECT_EQ(load_error("[[calls]]\nresult = { grad = \"none\" }\n"),
             "inhouse.toml:1:1: calls[0]: needs `names`, the qualified names it describes");
   EXPECT_EQ(load_error("[[calls]]\nnames = [\"a.b\"]\neffects = { backward = \"argument0\" }\n"),

@@ -1335,6 +1335,66 @@ def f(kind):
   EXPECT_NE(std::find(callees.begin(), callees.end(), "torch.cuda.empty_cache"), callees.end());
 }
 
+TEST(ModelCalls, ForwardHooksRunAtTheCallsOfTheirModule) {
+  Program p(R"(
+import functools
+import torch
+
+def add_hooks(net, store):
+    def make(name):
+        def hook(module, inputs, output):
+            store[name].append(output)
+        return hook
+    for name, sub in net.named_modules():
+        sub.register_forward_hook(make(name))
+
+def partial_hook(tag, module, inputs, output):
+    pass
+
+def lost_hook(module, inputs, output):
+    pass
+
+def run(model, loader, handed_in):
+    model.cuda()
+    store = {}
+    add_hooks(model, store)
+    model.layer4.register_forward_hook(functools.partial(partial_hook, "l4"))
+    handed_in.register_forward_hook(lost_hook)
+    with torch.no_grad():
+        for x in loader:
+            model(x.cuda())
+)");
+  const Model& m = p.model();
+  auto index = [&](std::string_view name) {
+    for (size_t i = 0; i < m.functions().size(); ++i)
+      if (m.functions()[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  const Call& model_call = *std::find_if(m.calls().begin(), m.calls().end(), [&](const Call& c) {
+    return m.text(c.func) == "model";
+  });
+  // Through the maker, the loop over named_modules() and add_hooks' parameter.
+  int hook = index("hook");
+  ASSERT_EQ(m.hook_sites(hook).size(), 1u);
+  EXPECT_EQ(m.hook_sites(hook)[0].call, &model_call);
+  EXPECT_EQ(m.hook_sites(hook)[0].runs, ModuleHookRuns::Forward);
+  ASSERT_EQ(m.hook_sites(index("partial_hook")).size(), 1u);
+  // A module whose calls are not followed: a site without a call.
+  ASSERT_EQ(m.hook_sites(index("lost_hook")).size(), 1u);
+  EXPECT_EQ(m.hook_sites(index("lost_hook"))[0].call, nullptr);
+  EXPECT_TRUE(m.hook_sites(index("run")).empty());
+  // The hook runs under the mode of the model's call; its output is that call's value.
+  TSNode store = p.node("store[name].append");
+  EXPECT_EQ(m.grad_state(start_byte(store)), GradState::Disabled);
+  EXPECT_EQ(m.grad_state(start_byte(p.node("pass", 1))), GradState::Enabled);  // lost_hook: may run anywhere
+  EXPECT_EQ(m.value(p.node("output", 1)).device, Device::Accelerator);
+  // `store`, a parameter of add_hooks, is the caller's `store` where the model runs.
+  EXPECT_EQ(m.name_in_caller("store", hook, index("run")), "store");
+  EXPECT_EQ(m.name_in_caller("output", hook, index("run")), "");  // the hook's own
+  EXPECT_TRUE(m.runs_per_step(hook));  // once per batch of the loop over data
+  EXPECT_FALSE(m.runs_per_step(index("make")));
+}
+
 TEST(ModelCalls, HooksAndGradModesFromTheModels) {
   Program p(R"(
 import contextlib
