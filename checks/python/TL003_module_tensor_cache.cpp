@@ -382,6 +382,7 @@ class ModuleTensorCache final : public Check {
         int fn = reached[r];
         for (const Call& call : m.calls()) {
           if (call.function != fn || !is_self(m, fn, call.receiver)) continue;
+          if (m.switched_off(call.node, fn)) continue;  // `if self.save_attention: self.save_map(a)`
           const Function* helper = m.find_method(cls, call.method);
           if (!helper) continue;
           int h = static_cast<int>(helper - m.functions().data());
@@ -401,6 +402,13 @@ class ModuleTensorCache final : public Check {
       if (!stores.empty()) out[fn] = std::move(stores);
     }
     return out;
+  }
+
+  // `self.embedding.init_embed_(z)` on an instance of a class of the file
+  // that defines the method: that method, not a tensor's in-place update.
+  static bool method_of_own_class(const Model& m, const Call& call) {
+    Value v = m.value(call.receiver);
+    return v.cls >= 0 && v.home == nullptr && m.find_method(v.cls, call.method) != nullptr;
   }
 
   static bool is_self(const Model& m, int fn, TSNode receiver) {
@@ -443,6 +451,7 @@ class ModuleTensorCache final : public Check {
       if (b.kind != BindingKind::Assign && b.kind != BindingKind::AugAssign && b.kind != BindingKind::SubscriptStore)
         continue;
       if (meant_for_backward(b.name) || loop_accumulation(m, b)) continue;
+      if (m.switched_off(b.statement, fn)) continue;  // a debugging switch, off unless turned on
       // Read by a backward() in a method of the class (a GAN's `self.fake` for `backward_G`): the
       // graph is consumed and freed by the step it belongs to.
       if (m.grad_state(b.start) != GradState::Enabled) continue;
@@ -464,8 +473,9 @@ class ModuleTensorCache final : public Check {
     for (const Call& call : m.calls()) {
       if (call.function != fn || is_null(call.receiver)) continue;
       if (m.grad_state(start_byte(call.node)) != GradState::Enabled) continue;
+      if (m.switched_off(call.node, fn)) continue;
       bool container = one_of(std::string_view(call.method), kContainerStores);
-      if (!container && !is_in_place(call.method)) continue;
+      if (!container && (!is_in_place(call.method) || method_of_own_class(m, call))) continue;
       // The attribute written: `self.history.append(h)`, `self.buf.mul_(m).add_(v)`.
       TSNode base = unparenthesize(call.receiver);
       while (!container && kind_of(base) == Kind::Call && kind_of(field(base, "function")) == Kind::Attribute &&

@@ -256,8 +256,9 @@ class DeviceTensorsCollected final : public Check {
     if (!range) return false;
     // In a module's own method (`generate`, `log_images`), a counted loop
     // runs over the frames, time steps or chunks of one call's input.
+    // A class whose bases are in other files may be one.
     int cls = m.class_of_function(l.function);
-    if (cls >= 0 && m.class_is_module(cls)) return false;
+    if (cls >= 0 && m.module_class(cls) != ModuleAnswer::No) return false;
     return m.runs_module_per_item(loop);
   }
 

@@ -1989,6 +1989,68 @@ const std::vector<Model::HookSite>& Model::hook_sites(int function) const {
   return (*hook_sites_)[static_cast<size_t>(function)];
 }
 
+bool Model::switched_off(TSNode node, int function) const {
+  if (function < 0) return false;
+  const Function& f = functions_[function];
+  auto off_literal = [&](TSNode v) {
+    Kind k = kind_of(unparenthesize(v));
+    return k == Kind::False || k == Kind::None;
+  };
+  auto off = [&](TSNode flag) {
+    flag = unparenthesize(flag);
+    if (kind_of(flag) == Kind::Attribute && text(unparenthesize(attribute_object(flag))) == "self") {
+      std::string_view attr = text(attribute_name(flag));
+      bool assigned = false;
+      // Every assignment of `<anything>.attr` in the file: a literal False or None.
+      for (const Binding& b : bindings_) {
+        if (b.kind == BindingKind::Parameter || b.kind == BindingKind::Import) continue;
+        std::string_view name = b.name;
+        size_t dot = name.rfind('.');
+        if (dot == std::string_view::npos || name.substr(dot + 1) != attr) continue;
+        if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || !off_literal(b.value)) return false;
+        assigned = true;
+      }
+      // `setattr(obj, "attr", ...)` or a keyword of that name can set it too.
+      for (const Call& c : calls_)
+        if (c.callee == "setattr" || !is_null(keyword_argument(c, attr))) return false;
+      return assigned;
+    }
+    if (kind_of(flag) != Kind::Identifier) return false;
+    std::string_view name = text(flag);
+    auto p = std::find(f.params.begin(), f.params.end(), name);
+    if (p == f.params.end()) return false;
+    const Binding* b = reaching(name, start_byte(flag), function);
+    if (!b || b->kind != BindingKind::Parameter || is_null(b->value) || !off_literal(b->value)) return false;
+    if (bindings_of(name, function).size() != 1) return false;  // reassigned in the body
+    for (const Call* c : call_sites(f)) {
+      TSNode arg = argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0);
+      if (!is_null(arg) && !off_literal(arg)) return false;
+    }
+    // A module's forward is called through the module: a keyword of that
+    // name anywhere in the file may turn it on.
+    for (const Call& c : calls_)
+      if (!is_null(keyword_argument(c, name))) return false;
+    return true;
+  };
+  for (TSNode n = node; !is_null(n) && !ts_node_eq(n, f.body); n = ts_node_parent(n)) {
+    TSNode parent = ts_node_parent(n);
+    if (kind_of(parent) != Kind::IfStatement || !ts_node_eq(field(parent, "consequence"), n)) continue;
+    // `if flag:` or `if flag and other:`.
+    std::vector<TSNode> tests{unparenthesize(field(parent, "condition"))};
+    while (!tests.empty()) {
+      TSNode t = tests.back();
+      tests.pop_back();
+      if (kind_of(t) == Kind::BooleanOperator && text(field(t, "operator")) == "and") {
+        tests.push_back(unparenthesize(field(t, "left")));
+        tests.push_back(unparenthesize(field(t, "right")));
+      } else if (off(t)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
 std::string Model::name_in_caller(std::string_view name, int function, int at) const {
   std::string_view root = name.substr(0, name.find('.'));
   std::string_view rest = name.substr(root.size());

@@ -398,6 +398,13 @@ class Model {
   // that `at` calls. Empty when `function` binds it (it starts afresh on each
   // call) or it is not followed.
   std::string name_in_caller(std::string_view name, int function, int at) const;
+  // Whether `node` (in `function`) runs only under a switch that is off unless
+  // someone outside turns it on: the body of an `if flag:` (also `and`-ed
+  // with other tests) where `flag` is `self.attr` and every assignment of
+  // that attribute in the file is False or None, or a parameter whose default
+  // is False or None and that no call of the function in the file passes.
+  // A debugging facility (`save_attention`, `register_hook=False`).
+  bool switched_off(TSNode node, int function) const;
   // Whether each iteration of `loop` runs a module of the enclosing scope on
   // an input of its own (a name bound in the loop), none of them on the
   // previous iteration's output: a pass of a model over items (a dataset's
@@ -505,6 +512,9 @@ class Model {
   struct ValueEnv;
   Value value_at(TSNode expr, const ValueEnv* env, int depth) const;
   Value value_uncached(TSNode expr, const ValueEnv* env, int depth) const;
+  // Whether `expr` is a name unpacked from a call whose result's positions
+  // the engine knows (then an unknown position stays unknown).
+  bool unpacked_position(TSNode expr) const;
   Value binding_value(const Binding& b, const ValueEnv* env, int depth) const;
   Value call_value(TSNode call, const ValueEnv* env, int depth) const;
   Value returns_value(const Function& f, const ValueEnv* env, int depth) const;
