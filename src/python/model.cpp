@@ -2094,6 +2094,13 @@ bool Model::is_step_loop(int loop) const {
       if (kind_of(clause) == Kind::ForInClause && is_data_loader(field(clause, "right"))) return true;
     }
   }
+  // A batch fetched from a loader on each iteration: `batch = next(it)` with
+  // `it = iter(loader)` (iteration-based training, `for _ in range(steps)`).
+  for (const Call& c : calls_) {
+    if (c.callee != "next" || !c.method.empty() || c.function != l.function || !loop_contains(loop, start_byte(c.node)))
+      continue;
+    if (is_data_loader(positional_argument(c, 0))) return true;
+  }
   // An optimizer built in the loop's iteration and stepped by a loop nested
   // in it is a fresh optimization per iteration (one per timestep, image or
   // item): the nested loop is the one that steps.
@@ -2148,6 +2155,14 @@ Provenance Model::binding_provenance(const Binding& b, int depth) const {
     case BindingKind::Assign:
     case BindingKind::NamedExpr: {
       TSNode v = element_value(b);
+      // `loss, n = step(...)`, `a, b = result`: the value engine's answer for
+      // the position when it knows the positions; the whole value's history
+      // is the other positions' (a batch size returned beside the loss).
+      if (b.element >= 0 && b.inner < 0 && !is_null(b.value) && start_byte(v) == start_byte(unparenthesize(b.value))) {
+        Value whole = value(b.value);
+        if (whole.parts && static_cast<size_t>(b.element) < whole.parts->items.size())
+          return whole.parts->items[static_cast<size_t>(b.element)].grad;
+      }
       // `_, predicted = out.max(1)`: the indices carry no history.
       if (b.element == 1 && kind_of(v) == Kind::Call && start_byte(v) == start_byte(unparenthesize(b.value))) {
         TSNode func = unparenthesize(field(v, "function"));  // out.max(1) or torch.max(out, 1)

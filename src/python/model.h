@@ -364,7 +364,8 @@ class Model {
   // Loops of the same function enclosing `byte`, innermost first.
   std::vector<int> enclosing_loops(uint32_t byte, int function) const;
   // Whether one iteration of `loop` spans at least one step over data: the
-  // loop, or a loop nested in it, iterates a data loader, or the loop calls an
+  // loop, or a loop nested in it, iterates a data loader or fetches a batch
+  // from one (`next(it)`, `it = iter(loader)`), or the loop calls an
   // optimizer's step(), unless the optimizer is built in the same iteration
   // and stepped by a nested loop (a fresh optimization per timestep or item).
   // Loops over layers, heads, time steps or micro-batches are not step loops.
@@ -512,9 +513,6 @@ class Model {
   struct ValueEnv;
   Value value_at(TSNode expr, const ValueEnv* env, int depth) const;
   Value value_uncached(TSNode expr, const ValueEnv* env, int depth) const;
-  // Whether `expr` is a name unpacked from a call whose result's positions
-  // the engine knows (then an unknown position stays unknown).
-  bool unpacked_position(TSNode expr) const;
   Value binding_value(const Binding& b, const ValueEnv* env, int depth) const;
   Value call_value(TSNode call, const ValueEnv* env, int depth) const;
   Value returns_value(const Function& f, const ValueEnv* env, int depth) const;

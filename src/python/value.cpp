@@ -325,7 +325,6 @@ bool Model::carries_history(TSNode expr) const {
   };
   Provenance engine = history(value(expr), 0, history);
   if (engine != Provenance::Unknown) return engine == Provenance::Attached;
-  if (unpacked_position(unparenthesize(expr))) return false;
   return provenance(expr) == Provenance::Attached;
 }
 
@@ -343,22 +342,10 @@ Value Model::value_at(TSNode expr, const ValueEnv* env, int depth) const {
   if ((k == Kind::Call || k == Kind::BinaryOperator || k == Kind::UnaryOperator) &&
       grad_state(start_byte(expr)) == GradState::Disabled && v.kind != ValueKind::Module)
     v.grad = Provenance::Detached;
-  if (v.grad == Provenance::Unknown && !v.parts && !unpacked_position(expr)) v.grad = provenance_at(expr, 0);
+  if (v.grad == Provenance::Unknown && !v.parts) v.grad = provenance_at(expr, 0);
   in_progress.erase(key);
   cache[key] = v;
   return v;
-}
-
-bool Model::unpacked_position(TSNode expr) const {
-  // `loss, n = step(...)`, the positions of whose result the engine knows:
-  // the syntactic answer for `n` would be the whole call's, which the other
-  // positions decide. An unknown position is no evidence.
-  if (kind_of(expr) != Kind::Identifier) return false;
-  const Binding* b = reaching(text(expr), start_byte(expr), function_at(start_byte(expr)));
-  if (!b || b->kind != BindingKind::Assign || b->element < 0 || b->inner >= 0 || is_null(b->value)) return false;
-  if (kind_of(unparenthesize(b->value)) != Kind::Call) return false;
-  Value whole = value(b->value);
-  return whole.parts && static_cast<size_t>(b->element) < whole.parts->items.size();
 }
 
 Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
