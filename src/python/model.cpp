@@ -1010,6 +1010,7 @@ void Model::forget_answers() const {
   in_progress_.clear();
   step_closures_.reset();
   hook_sites_.reset();
+  switches_.clear();
 }
 
 std::string Model::qualify(TSNode n) const {
@@ -1996,26 +1997,25 @@ bool Model::switched_off(TSNode node, int function) const {
     Kind k = kind_of(unparenthesize(v));
     return k == Kind::False || k == Kind::None;
   };
-  auto off = [&](TSNode flag) {
-    flag = unparenthesize(flag);
-    if (kind_of(flag) == Kind::Attribute && text(unparenthesize(attribute_object(flag))) == "self") {
-      std::string_view attr = text(attribute_name(flag));
-      bool assigned = false;
-      // Every assignment of `<anything>.attr` in the file: a literal False or None.
-      for (const Binding& b : bindings_) {
-        if (b.kind == BindingKind::Parameter || b.kind == BindingKind::Import) continue;
-        std::string_view name = b.name;
-        size_t dot = name.rfind('.');
-        if (dot == std::string_view::npos || name.substr(dot + 1) != attr) continue;
-        if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || !off_literal(b.value)) return false;
-        assigned = true;
-      }
-      // `setattr(obj, "attr", ...)` or a keyword of that name can set it too.
-      for (const Call& c : calls_)
-        if (c.callee == "setattr" || !is_null(keyword_argument(c, attr))) return false;
-      return assigned;
+  // `self.attr`: every assignment of `<anything>.attr` in the file is a
+  // literal False or None.
+  auto attribute_off = [&](std::string_view attr) {
+    bool assigned = false;
+    for (const Binding& b : bindings_) {
+      if (b.kind == BindingKind::Parameter || b.kind == BindingKind::Import) continue;
+      std::string_view name = b.name;
+      size_t dot = name.rfind('.');
+      if (dot == std::string_view::npos || name.substr(dot + 1) != attr) continue;
+      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || !off_literal(b.value)) return false;
+      assigned = true;
     }
-    if (kind_of(flag) != Kind::Identifier) return false;
+    // `setattr(obj, "attr", ...)` or a keyword of that name can set it too.
+    for (const Call& c : calls_)
+      if (c.callee == "setattr" || !is_null(keyword_argument(c, attr))) return false;
+    return assigned;
+  };
+  // A parameter of `function` defaulting to False or None that no call passes.
+  auto parameter_off = [&](TSNode flag) {
     std::string_view name = text(flag);
     auto p = std::find(f.params.begin(), f.params.end(), name);
     if (p == f.params.end()) return false;
@@ -2031,6 +2031,20 @@ bool Model::switched_off(TSNode node, int function) const {
     for (const Call& c : calls_)
       if (!is_null(keyword_argument(c, name))) return false;
     return true;
+  };
+  // Each answer depends on the flag alone (an attribute's name, or a
+  // parameter of `function`, bound once) and scans the file: every statement
+  // under the same `if` asks again, so the answers are kept.
+  auto off = [&](TSNode flag) {
+    flag = unparenthesize(flag);
+    bool attribute = kind_of(flag) == Kind::Attribute && text(unparenthesize(attribute_object(flag))) == "self";
+    if (!attribute && kind_of(flag) != Kind::Identifier) return false;
+    std::string key = attribute ? "self." + std::string(text(attribute_name(flag)))
+                                : std::to_string(function) + ":" + std::string(text(flag));
+    if (auto known = switches_.find(key); known != switches_.end()) return known->second;
+    bool answer = attribute ? attribute_off(text(attribute_name(flag))) : parameter_off(flag);
+    switches_.emplace(std::move(key), answer);
+    return answer;
   };
   for (TSNode n = node; !is_null(n) && !ts_node_eq(n, f.body); n = ts_node_parent(n)) {
     TSNode parent = ts_node_parent(n);

@@ -637,6 +637,8 @@ class Model {
   mutable std::optional<std::vector<int>> step_closures_;
   // hook_sites(), per function; built on first need.
   mutable std::optional<std::vector<std::vector<HookSite>>> hook_sites_;
+  // switched_off()'s answers, by flag: "self.<attr>", or "<function>:<parameter>".
+  mutable std::unordered_map<std::string, bool> switches_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
   mutable bool calls_indexed_ = false;
   // Mentions of the file's function names: as identifiers, and as `self.<name>`.
