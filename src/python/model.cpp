@@ -1851,14 +1851,14 @@ bool Model::runs_per_step(int function) const {
       TSNode closure = keyword_argument(c, "closure");
       if (is_null(closure)) closure = positional_argument(c, 0);
       if (kind_of(unparenthesize(closure)) != Kind::Identifier) continue;
-      for (int g : designated_functions(closure, c.function)) step_closures_->push_back(g);
+      for (const Designated& g : designated_functions(closure, c.function)) step_closures_->push_back(g.function);
     }
   }
   return std::find(step_closures_->begin(), step_closures_->end(), function) != step_closures_->end();
 }
 
-std::vector<int> Model::designated_functions(TSNode expr, int scope, int depth) const {
-  std::vector<int> out;
+std::vector<Model::Designated> Model::designated_functions(TSNode expr, int scope, int depth) const {
+  std::vector<Designated> out;
   expr = unparenthesize(expr);
   if (is_null(expr) || depth > 3) return out;
   // The function of the file that `name`, read in `scope`, names: one
@@ -1871,13 +1871,14 @@ std::vector<int> Model::designated_functions(TSNode expr, int scope, int depth) 
       if (functions_[i].parent < 0 && functions_[i].cls < 0 && functions_[i].name == name) return static_cast<int>(i);
     return -1;
   };
+  auto add = [&](int g) { out.push_back({g, 0, {}}); };
   // The nested functions a maker returns.
   auto returned_by = [&](int maker) {
     for (TSNode r : returned_values(functions_[maker])) {
       r = unparenthesize(r);
       if (kind_of(r) != Kind::Identifier) continue;
       for (size_t i = 0; i < functions_.size(); ++i)
-        if (functions_[i].parent == maker && functions_[i].name == text(r)) out.push_back(static_cast<int>(i));
+        if (functions_[i].parent == maker && functions_[i].name == text(r)) add(static_cast<int>(i));
     }
   };
   auto method_of_self = [&](TSNode attribute) -> int {
@@ -1890,22 +1891,50 @@ std::vector<int> Model::designated_functions(TSNode expr, int scope, int depth) 
       std::string_view name = text(expr);
       const Binding* b = reaching(name, start_byte(expr), scope);
       if (!b) {  // a def
-        if (int g = function_named(name, scope); g >= 0) out.push_back(g);
+        if (int g = function_named(name, scope); g >= 0) add(g);
       } else if (b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value) &&
                  kind_of(unparenthesize(b->value)) == Kind::Call) {
         return designated_functions(b->value, b->function, depth + 1);  // `hook = make_hook(name)`
+      } else if (b->kind == BindingKind::Parameter && b->function >= 0) {
+        // A helper's parameter: what the file's calls of the helper pass.
+        const Function& f = functions_[b->function];
+        auto p = std::find(f.params.begin(), f.params.end(), name);
+        if (p == f.params.end()) break;
+        for (const Call* c : call_sites(f)) {
+          TSNode arg = argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0);
+          for (Designated& d : designated_functions(arg, c->function, depth + 1))
+            if (std::none_of(out.begin(), out.end(), [&](const Designated& x) { return x.function == d.function; }))
+              out.push_back(std::move(d));
+        }
       }
       break;
     }
     case Kind::Attribute:
-      if (int g = method_of_self(expr); g >= 0) out.push_back(g);
+      if (int g = method_of_self(expr); g >= 0) add(g);
       break;
     case Kind::Call: {
       TSNode func = unparenthesize(field(expr, "function"));
       if (qualify(func) == "functools.partial") {
+        // `partial(hook, name)`, `partial(hook, store=feats)`: what it binds
+        // comes before the arguments of a call of the partial.
         Call partial{};
         partial.args = field(expr, "arguments");
-        return designated_functions(positional_argument(partial, 0), scope, depth + 1);
+        size_t positional = 0;
+        std::vector<std::string_view> keywords;
+        uint32_t n = ts_node_named_child_count(partial.args);
+        for (uint32_t i = 0; i < n; ++i) {
+          TSNode arg = ts_node_named_child(partial.args, i);
+          if (kind_of(arg) == Kind::KeywordArgument) keywords.push_back(text(field(arg, "name")));
+          else if (kind_of(arg) == Kind::ListSplat || kind_of(arg) == Kind::DictionarySplat) return {};  // not followed
+          else if (kind_of(arg) != Kind::Comment) ++positional;
+        }
+        if (positional == 0) return out;
+        out = designated_functions(positional_argument(partial, 0), scope, depth + 1);
+        for (Designated& d : out) {
+          d.bound += positional - 1;
+          d.keywords.insert(d.keywords.end(), keywords.begin(), keywords.end());
+        }
+        return out;
       }
       int maker = kind_of(func) == Kind::Identifier  ? function_named(text(func), scope)
                   : kind_of(func) == Kind::Attribute ? method_of_self(func)
@@ -1966,28 +1995,116 @@ void Model::module_calls(TSNode expr, int function, int depth, std::vector<const
 const std::vector<Model::HookSite>& Model::hook_sites(int function) const {
   static const std::vector<HookSite> kNone;
   if (!hook_sites_) {
-    hook_sites_.emplace(functions_.size());
+    // Built once, whole: a question asked while building (through a call's
+    // value) finds no hooks rather than a part of them.
+    if (hook_sites_building_) return kNone;
+    hook_sites_building_ = true;
+    std::vector<std::vector<HookSite>> built(functions_.size());
     for (const Call& r : calls_) {
       if (r.method.empty() || !library().may_register_hook(r.method)) continue;
       const CallModel* model = call_model(r);
       // A receiver of unknown class: nn.Module's method of that name.
       if ((!model || !model->hook) && class_of(r.receiver).empty()) model = library().method("torch.nn.Module", r.method);
       if (!model || !model->hook) continue;
-      std::vector<int> hooks = designated_functions(operand(r, *model->hook), r.function);
+      std::vector<Designated> hooks = designated_functions(operand(r, *model->hook), r.function);
       if (hooks.empty()) continue;
+      std::vector<const Call*> calls;
+      module_calls(r.receiver, r.function, 0, calls);
       std::vector<const Call*> sites;
-      module_calls(r.receiver, r.function, 0, sites);
-      if (sites.empty()) sites.push_back(nullptr);  // registered on a module whose calls are not known
-      for (int h : hooks)
+      for (const Call* c : calls)
+        if (hook_registered_at(r, *c)) sites.push_back(c);
+      if (calls.empty()) sites.push_back(nullptr);  // registered on a module whose calls are not known
+      for (const Designated& h : hooks)
         for (const Call* site : sites) {
-          auto& list = (*hook_sites_)[static_cast<size_t>(h)];
+          auto& list = built[static_cast<size_t>(h.function)];
           if (std::none_of(list.begin(), list.end(), [&](const HookSite& x) { return x.call == site; }))
-            list.push_back({site, model->hook_runs});
+            list.push_back({site, model->hook_runs, h.bound, h.keywords});
         }
     }
+    hook_sites_ = std::move(built);
+    hook_sites_building_ = false;
   }
   if (function < 0 || static_cast<size_t>(function) >= hook_sites_->size()) return kNone;
   return (*hook_sites_)[static_cast<size_t>(function)];
+}
+
+bool Model::hook_registered_at(const Call& r, const Call& site) const {
+  // Where the registration's handle is held: the name it is bound to
+  // (`h = m.register_forward_hook(...)`, `handles = [m.register...(...) for
+  // ...]`), or the list it is appended to, in the registering function from
+  // the registration on, and in each caller that binds what it returns from
+  // that call on.
+  struct Holder {
+    int function;
+    uint32_t from;
+    std::string_view handle;
+  };
+  std::vector<Holder> holders;
+  TSNode n = r.node;
+  for (TSNode p = ts_node_parent(n); !is_null(p); p = ts_node_parent(n)) {
+    Kind k = kind_of(p);
+    if (k != Kind::ListComprehension && k != Kind::GeneratorExpression && k != Kind::List && k != Kind::Tuple &&
+        k != Kind::ParenthesizedExpression && k != Kind::ExpressionList)
+      break;
+    n = p;
+  }
+  TSNode parent = ts_node_parent(n);
+  auto bound_name = [&](TSNode value) -> std::string_view {
+    TSNode assignment = ts_node_parent(value);
+    if (kind_of(assignment) != Kind::Assignment || !ts_node_eq(field(assignment, "right"), value)) return {};
+    TSNode left = unparenthesize(field(assignment, "left"));
+    return kind_of(left) == Kind::Identifier || kind_of(left) == Kind::Attribute ? text(left) : std::string_view{};
+  };
+  uint32_t at = start_byte(r.node);
+  if (std::string_view name = bound_name(n); !name.empty()) {
+    holders.push_back({r.function, at, name});
+  } else if (kind_of(parent) == Kind::ArgumentList && kind_of(ts_node_parent(parent)) == Kind::Call) {
+    TSNode func = unparenthesize(field(ts_node_parent(parent), "function"));
+    if (kind_of(func) == Kind::Attribute && (text(attribute_name(func)) == "append" || text(attribute_name(func)) == "extend"))
+      holders.push_back({r.function, at, text(unparenthesize(attribute_object(func)))});
+  } else if (kind_of(parent) == Kind::ReturnStatement && r.function >= 0) {
+    for (const Call* c : call_sites(functions_[r.function]))
+      if (std::string_view name = bound_name(c->node); !name.empty())
+        holders.push_back({c->function, start_byte(c->node), name});
+  }
+  // A loop around both the call and `from` comes back to the call.
+  auto shared_loop = [&](uint32_t a, uint32_t b, int function) {
+    for (int l = innermost_loop(a, function); l >= 0; l = loops_[l].parent)
+      if (loop_contains(l, b)) return true;
+    return false;
+  };
+  uint32_t call = start_byte(site.node);
+  if (site.function == r.function && call < at && !shared_loop(call, at, r.function)) return false;
+  for (const Holder& h : holders) {
+    // The first removal of the handle after `from`.
+    uint32_t removed = UINT32_MAX;
+    for (const Call& c : calls_) {
+      if (c.function != h.function || c.method != "remove" || start_byte(c.node) <= h.from ||
+          start_byte(c.node) >= removed || ts_node_named_child_count(c.args) != 0)
+        continue;
+      TSNode receiver = unparenthesize(c.receiver);
+      bool handle = text(receiver) == h.handle;
+      if (!handle && kind_of(receiver) == Kind::Identifier) {
+        // `for h in handles: h.remove()`, `[h.remove() for h in handles]`.
+        const Binding* b = reaching(text(receiver), start_byte(receiver), c.function);
+        handle = b && b->kind == BindingKind::ForTarget && text(unparenthesize(field(b->statement, "right"))) == h.handle;
+      }
+      if (handle) removed = start_byte(c.node);
+    }
+    if (site.function == h.function && call < h.from && !shared_loop(call, h.from, h.function)) return false;
+    if (removed == UINT32_MAX) continue;
+    if (site.function == h.function) {
+      if (call > removed) return false;
+    } else if (h.function == r.function && site.function >= 0) {
+      // Removed before the registering function returns: the call runs the
+      // hook only from a function it calls in between.
+      bool between = false;
+      for (const Call* c : call_sites(functions_[site.function]))
+        between |= c->function == h.function && start_byte(c->node) > h.from && start_byte(c->node) < removed;
+      if (!between) return false;
+    }
+  }
+  return true;
 }
 
 bool Model::switched_off(TSNode node, int function) const {

@@ -387,9 +387,18 @@ class Model {
   // followed through the registering function's parameters to the file's
   // calls of that function, and its calls are those of the function that
   // holds it.
+  // A call runs the hook only while it is registered: not before the
+  // registration in the same function (unless a loop around both comes back
+  // to it), nor once the handle the registration returns is removed
+  // (`h.remove()`, `for h in handles: h.remove()`) in the function that holds
+  // it, the registering one or a caller binding what it returns. `bound` is
+  // the number of positional arguments a `functools.partial` hook binds
+  // before the module's; `keywords` the parameters it binds by name.
   struct HookSite {
     const Call* call = nullptr;
     ModuleHookRuns runs = ModuleHookRuns::Forward;
+    size_t bound = 0;
+    std::vector<std::string_view> keywords;
   };
   const std::vector<HookSite>& hook_sites(int function) const;
   // What `name` (a name or an attribute chain that `function`, a hook or a
@@ -559,7 +568,15 @@ class Model {
   // method (`self.m`), the nested functions that a call of a maker returns
   // (`make_hook(name)`, directly or through a name bound to it), or the
   // function a `functools.partial` wraps.
-  std::vector<int> designated_functions(TSNode expr, int scope, int depth = 0) const;
+  struct Designated {
+    int function = -1;
+    size_t bound = 0;                        // positional arguments a partial binds
+    std::vector<std::string_view> keywords;  // parameters it binds by name
+  };
+  std::vector<Designated> designated_functions(TSNode expr, int scope, int depth = 0) const;
+  // Whether the hook registration `r` is in place when `site` calls its
+  // module (HookSite).
+  bool hook_registered_at(const Call& r, const Call& site) const;
   // The calls of the module `expr` (read in `function`) or of a module
   // holding it as a submodule, into `out` (hook_sites).
   void module_calls(TSNode expr, int function, int depth, std::vector<const Call*>& out) const;
@@ -637,6 +654,7 @@ class Model {
   mutable std::optional<std::vector<int>> step_closures_;
   // hook_sites(), per function; built on first need.
   mutable std::optional<std::vector<std::vector<HookSite>>> hook_sites_;
+  mutable bool hook_sites_building_ = false;
   // switched_off()'s answers, by flag: "self.<attr>", or "<function>:<parameter>".
   mutable std::unordered_map<std::string, bool> switches_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need

@@ -848,10 +848,13 @@ Value Model::parameter_value(const Function& f, size_t index, int depth) const {
   std::vector<const Call*> sites = call_sites(f);
   if (sites.empty()) {
     // A module's hook: (module, inputs, output) from each call of the module.
+    // A `functools.partial` hook's bound arguments come first: what they
+    // are is not followed.
     size_t self = f.cls >= 0 ? 1 : 0;
     for (const HookSite& site : hook_sites(static_cast<int>(&f - functions_.data()))) {
-      size_t position = index - self;
-      if (!site.call || site.runs == ModuleHookRuns::Backward || index < self || position > 2 ||
+      size_t position = index - self - site.bound;
+      if (!site.call || site.runs == ModuleHookRuns::Backward || index < self + site.bound || position > 2 ||
+          std::find(site.keywords.begin(), site.keywords.end(), f.params[index]) != site.keywords.end() ||
           (position == 2 && site.runs != ModuleHookRuns::Forward)) {
         out.reset();
         break;

@@ -1395,6 +1395,71 @@ def run(model, loader, handed_in):
   EXPECT_FALSE(m.runs_per_step(index("make")));
 }
 
+TEST(ModelCalls, AHookRunsOnlyWhileRegistered) {
+  Program p(R"(
+import functools
+
+def helper_hooks(net, hook):
+    return [m.register_forward_hook(hook) for m in net.children()]
+
+def once(module, inputs, output):
+    pass
+
+def kept(module, inputs, output):
+    pass
+
+def through_helper(module, inputs, output):
+    pass
+
+def tagged(tag, module, inputs, output):
+    return tag, output
+
+def late(module, inputs, output):
+    pass
+
+def run(model, loader, probe):
+    model.cuda()
+    before = model(probe)
+    h = model.fc.register_forward_hook(once)
+    first = model(probe)
+    h.remove()
+    handles = helper_hooks(model, through_helper)
+    second = model(probe)
+    for handle in handles:
+        handle.remove()
+    k = model.fc.register_forward_hook(kept)
+    model.fc.register_forward_hook(functools.partial(tagged, "fc"))
+    for x in loader:
+        last = model(x)
+    k.remove()
+    model.fc.register_forward_hook(late)
+)");
+  const Model& m = p.model();
+  auto index = [&](std::string_view name) {
+    for (size_t i = 0; i < m.functions().size(); ++i)
+      if (m.functions()[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  auto sites = [&](std::string_view hook) {
+    std::vector<std::string> out;
+    for (const Model::HookSite& s : m.hook_sites(index(hook)))
+      out.push_back(s.call ? std::string(m.text(ts_node_parent(s.call->node))) : "?");
+    return out;
+  };
+  EXPECT_EQ(sites("once"), (std::vector<std::string>{"first = model(probe)"}));
+  EXPECT_EQ(sites("through_helper"), (std::vector<std::string>{"second = model(probe)"}));
+  EXPECT_EQ(sites("kept"), (std::vector<std::string>{"last = model(x)"}));
+  // Never removed: every call after the registration.
+  EXPECT_EQ(sites("tagged"), (std::vector<std::string>{"last = model(x)"}));
+  // Registered after the last call: no call runs it.
+  EXPECT_TRUE(sites("late").empty());
+  // The partial binds the tag first: the module's output is the fourth parameter.
+  ASSERT_EQ(m.hook_sites(index("tagged")).size(), 1u);
+  EXPECT_EQ(m.hook_sites(index("tagged"))[0].bound, 1u);
+  EXPECT_EQ(m.value(p.node("output", 4)).device, Device::Accelerator);
+  EXPECT_EQ(m.value(p.node("tag", 1)).device, Device::Unknown);
+}
+
 TEST(ModelCalls, HooksAndGradModesFromTheModels) {
   Program p(R"(
 import contextlib
