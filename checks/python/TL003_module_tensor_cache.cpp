@@ -404,11 +404,13 @@ class ModuleTensorCache final : public Check {
     return out;
   }
 
-  // `self.embedding.init_embed_(z)` on an instance of a class of the file
-  // that defines the method: that method, not a tensor's in-place update.
+  // `self.embedding.init_embed_(z)` on an instance of a class of the
+  // project (this file's or an imported one's) that defines the method:
+  // that method, not a tensor's in-place update.
   static bool method_of_own_class(const Model& m, const Call& call) {
     Value v = m.value(call.receiver);
-    return v.cls >= 0 && v.home == nullptr && m.find_method(v.cls, call.method) != nullptr;
+    const Model& home = v.home ? *v.home : m;
+    return v.cls >= 0 && home.find_method(v.cls, call.method) != nullptr;
   }
 
   static bool is_self(const Model& m, int fn, TSNode receiver) {

@@ -2129,6 +2129,26 @@ bool Model::switched_off(TSNode node, int function) const {
     // `setattr(obj, "attr", ...)` or a keyword of that name can set it too.
     for (const Call& c : calls_)
       if (c.callee == "setattr" || !is_null(keyword_argument(c, attr))) return false;
+    // So can an assignment to the attribute of an object no name stands for:
+    // `net.blocks[-1].save_attn = True`, `get_layer().save_attn = True`.
+    std::string_view src = source_.text();
+    for (size_t at = src.find(attr); at != std::string_view::npos; at = src.find(attr, at + 1)) {
+      TSNode id = ts_node_named_descendant_for_byte_range(root(), static_cast<uint32_t>(at),
+                                                          static_cast<uint32_t>(at + attr.size()));
+      TSNode attribute = ts_node_parent(id);
+      if (kind_of(id) != Kind::Identifier || text(id) != attr || kind_of(attribute) != Kind::Attribute ||
+          !ts_node_eq(attribute_name(attribute), id))
+        continue;
+      TSNode statement = ts_node_parent(attribute);
+      while (kind_of(statement) == Kind::PatternList || kind_of(statement) == Kind::TuplePattern ||
+             kind_of(statement) == Kind::ExpressionList || kind_of(statement) == Kind::Tuple)
+        statement = ts_node_parent(statement);
+      if (kind_of(statement) == Kind::AugmentedAssignment) return false;
+      if (kind_of(statement) != Kind::Assignment) continue;
+      TSNode right = field(statement, "right");
+      if (is_null(right) || start_byte(attribute) >= start_byte(right)) continue;  // read, not written
+      if (!off_literal(right)) return false;
+    }
     return assigned;
   };
   // A parameter of `function` defaulting to False or None that no call passes.
@@ -2144,9 +2164,19 @@ bool Model::switched_off(TSNode node, int function) const {
       if (!is_null(arg) && !off_literal(arg)) return false;
     }
     // A module's forward is called through the module: a keyword of that
-    // name anywhere in the file may turn it on.
+    // name anywhere in the file may turn it on, and so may a call of an
+    // instance of the class passing it by position (`block(x, True)`).
     for (const Call& c : calls_)
       if (!is_null(keyword_argument(c, name))) return false;
+    if (f.cls >= 0 && f.name == "forward" && p != f.params.begin()) {
+      auto position = static_cast<uint32_t>(p - f.params.begin() - 1);
+      for (const Call& c : calls_) {
+        TSNode arg = positional_argument(c, position);
+        if (is_null(arg) || off_literal(arg)) continue;
+        Value v = value_at(c.func, nullptr, 0);
+        if (v.cls == f.cls && v.home == nullptr) return false;
+      }
+    }
     return true;
   };
   // Each answer depends on the flag alone (an attribute's name, or a
