@@ -596,10 +596,38 @@ struct Model::Builder {
       case Kind::Tuple:
       case Kind::List:
       case Kind::ExpressionList: {
+        // After a starred target (`loss, *_, n = step()`) a position counts
+        // from the end: known for a display (`a, *b, c = x, y, z, w`), else
+        // the name is bound to a value not followed.
+        auto starred = [](TSNode t) {
+          return kind_of(t) == Kind::ListSplat || std::string_view(ts_node_type(t)) == "list_splat_pattern";
+        };
+        int count = 0, star = -1;
+        for_each_named_child(left, [&](TSNode element) {
+          if (starred(unparenthesize(element))) star = count;
+          ++count;
+        });
+        TSNode display = unparenthesize(value);
+        Kind dk = kind_of(display);
+        int length = dk == Kind::Tuple || dk == Kind::ExpressionList || dk == Kind::List
+                         ? static_cast<int>(ts_node_named_child_count(display))
+                         : -1;
         int i = 0;
         for_each_named_child(left, [&](TSNode element) {
           TSNode t = unparenthesize(element);
           int index = i++;
+          if (star >= 0 && index > star) {
+            std::string name = target_name(t);
+            if (name.empty() || starred(t)) return;
+            if (length >= count) {
+              add_binding(name, kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind, statement, t,
+                          value, length - (count - index));
+            } else {
+              add_binding(name, kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind, statement, t,
+                          TSNode{}, -1);
+            }
+            return;
+          }
           Kind tk = kind_of(t);
           if (kind == BindingKind::ForTarget && (tk == Kind::Tuple || tk == Kind::List || tk == Kind::TuplePattern ||
                                                  tk == Kind::ListPattern)) {
@@ -1011,6 +1039,7 @@ void Model::forget_answers() const {
   step_closures_.reset();
   hook_sites_.reset();
   switches_.clear();
+  slice_deletes_.reset();
 }
 
 std::string Model::qualify(TSNode n) const {
@@ -1681,6 +1710,15 @@ bool Model::feeds_backward(std::string_view name, int function) const {
   return false;
 }
 
+namespace {
+// `xs[:]`: a slice with neither bounds nor step.
+bool whole_slice(TSNode subscript) {
+  if (kind_of(subscript) != Kind::Subscript) return false;
+  TSNode index = field(subscript, "subscript");
+  return std::string_view(ts_node_type(index)) == "slice" && ts_node_named_child_count(index) == 0;
+}
+}  // namespace
+
 bool Model::reset_in_loop(std::string_view name, int loop, bool every_iteration) const {
   if (loop < 0) return false;
   const Loop& l = loops_[loop];
@@ -1705,6 +1743,11 @@ bool Model::reset_in_region(std::string_view name, int function, TSNode body, bo
         case BindingKind::NamedExpr:
           if ((is_null(b->value) || !mentions(element_value(*b), n)) && every(b->statement)) return true;
           break;
+        case BindingKind::SubscriptStore:
+          // `xs[:] = []`: the whole content replaced.
+          if (whole_slice(b->target) && !is_null(b->value) && !mentions(element_value(*b), n) && every(b->statement))
+            return true;
+          break;
         default: break;
       }
     }
@@ -1713,6 +1756,23 @@ bool Model::reset_in_region(std::string_view name, int function, TSNode body, bo
           every(c.node))
         return true;
     }
+    // `del xs[:]`.
+    if (!slice_deletes_) {
+      slice_deletes_.emplace();
+      for (const Reference& r : references_) {
+        TSNode sub = r.parent;
+        for (TSNode e = r.node; kind_of(sub) == Kind::Attribute && ts_node_eq(attribute_object(sub), e);
+             e = sub, sub = ts_node_parent(sub)) {
+        }
+        if (!whole_slice(sub)) continue;
+        TSNode statement = ts_node_parent(sub);
+        if (kind_of(statement) == Kind::ExpressionList) statement = ts_node_parent(statement);
+        if (std::string_view(ts_node_type(statement)) == "delete_statement") slice_deletes_->push_back({sub, r.function});
+      }
+    }
+    for (const auto& [sub, in] : *slice_deletes_)
+      if (in == function && inside(start_byte(sub)) && qualify(field(sub, "value")) == n && every(ts_node_parent(sub)))
+        return true;
     if (n.rfind('.') == std::string_view::npos) break;
   }
   return false;

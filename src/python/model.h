@@ -655,6 +655,8 @@ class Model {
   // hook_sites(), per function; built on first need.
   mutable std::optional<std::vector<std::vector<HookSite>>> hook_sites_;
   mutable bool hook_sites_building_ = false;
+  // `del xs[:]` statements: the subscript and its function (reset_in_region).
+  mutable std::optional<std::vector<std::pair<TSNode, int>>> slice_deletes_;
   // switched_off()'s answers, by flag: "self.<attr>", or "<function>:<parameter>".
   mutable std::unordered_map<std::string, bool> switches_;
   mutable NameMap<std::vector<int>> calls_by_name_;  // by call_name, built on first need
