@@ -250,17 +250,22 @@ class DeviceTensorsCollected final : public Check {
   static bool evaluation_loop(const Model& m, int loop) {
     const Loop& l = m.loops()[loop];
     TSNode iterable = l.kind == LoopKind::For ? unparenthesize(field(l.node, "right")) : TSNode{};
-    // `tqdm(range(n))`, `enumerate(range(n))`: the range they wrap.
+    // `tqdm(range(n))` (from any of tqdm's modules), `enumerate(range(n))`:
+    // the range they wrap; `trange(n)` is one.
+    auto from_tqdm = [](std::string_view callee, std::string_view name) {
+      return callee == name || (callee.starts_with("tqdm.") && last_component(callee) == name);
+    };
     while (kind_of(iterable) == Kind::Call) {
       std::string wrapper = m.qualify(field(iterable, "function"));
-      if (wrapper != "enumerate" && wrapper != "tqdm.tqdm" && wrapper != "tqdm.auto.tqdm" && wrapper != "tqdm") break;
+      if (wrapper != "enumerate" && !from_tqdm(wrapper, "tqdm")) break;
       Call wrapped{};
       wrapped.args = field(iterable, "arguments");
       TSNode inner = unparenthesize(m.positional_argument(wrapped, 0));
       if (is_null(inner)) break;
       iterable = inner;
     }
-    bool range = kind_of(iterable) == Kind::Call && m.qualify(field(iterable, "function")) == "range";
+    std::string counter = kind_of(iterable) == Kind::Call ? m.qualify(field(iterable, "function")) : std::string();
+    bool range = counter == "range" || from_tqdm(counter, "trange");
     if (range && literal_arguments(field(iterable, "arguments"))) return false;
     if (m.is_step_loop(loop)) return true;
     if (!range) return false;

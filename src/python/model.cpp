@@ -2295,7 +2295,11 @@ std::string Model::name_in_caller(std::string_view name, int function, int at) c
     }
     return {};
   }
-  return std::string(name);  // module-level
+  // Module-level, unless `at` has a name of its own that hides it.
+  if (at >= 0)
+    for (const Binding* b : bindings_of(root, at))
+      if (b->kind != BindingKind::Global) return {};
+  return std::string(name);
 }
 
 bool Model::is_step_loop(int loop) const {

@@ -1460,6 +1460,34 @@ def run(model, loader, probe):
   EXPECT_EQ(m.value(p.node("tag", 1)).device, Device::Unknown);
 }
 
+TEST(ModelCalls, AHooksModuleLevelNameIsNotTheCallersOwnOfTheSameName) {
+  Program p(R"(
+feats = []
+
+def hook(module, inputs, output):
+    feats.append(output)
+
+def shadowing(model, loader):
+    feats = []
+    model.register_forward_hook(hook)
+    for x in loader:
+        model(x)
+
+def plain(model, loader):
+    model.register_forward_hook(hook)
+    for x in loader:
+        model(x)
+)");
+  const Model& m = p.model();
+  auto index = [&](std::string_view name) {
+    for (size_t i = 0; i < m.functions().size(); ++i)
+      if (m.functions()[i].name == name) return static_cast<int>(i);
+    return -1;
+  };
+  EXPECT_EQ(m.name_in_caller("feats", index("hook"), index("plain")), "feats");
+  EXPECT_EQ(m.name_in_caller("feats", index("hook"), index("shadowing")), "");
+}
+
 TEST(ModelCalls, HooksAndGradModesFromTheModels) {
   Program p(R"(
 import contextlib
