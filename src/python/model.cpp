@@ -1030,6 +1030,7 @@ std::optional<ForeignDefinition> Model::resolve_foreign(const std::string& dotte
 }
 
 void Model::forget_answers() const {
+  callee_files_.clear();
   provenance_cache_.clear();
   value_cache_.clear();
   value_in_progress_.clear();
@@ -1759,11 +1760,14 @@ bool Model::reset_in_region(std::string_view name, int function, TSNode body, bo
     // `del xs[:]`.
     if (!slice_deletes_) {
       slice_deletes_.emplace();
+      // The subscript of `xs[:]`, `self.xs[:]`, `self.a.xs[:]` (the
+      // ancestors each reference keeps), in a file with a `del` at all.
+      bool deletes = source_.text().find("del ") != std::string_view::npos;
       for (const Reference& r : references_) {
+        if (!deletes) break;
         TSNode sub = r.parent;
-        for (TSNode e = r.node; kind_of(sub) == Kind::Attribute && ts_node_eq(attribute_object(sub), e);
-             e = sub, sub = ts_node_parent(sub)) {
-        }
+        if (kind_of(sub) == Kind::Attribute) sub = r.grandparent;
+        if (kind_of(sub) == Kind::Attribute) sub = r.great_grandparent;
         if (!whole_slice(sub)) continue;
         TSNode statement = ts_node_parent(sub);
         if (kind_of(statement) == Kind::ExpressionList) statement = ts_node_parent(statement);
@@ -2167,6 +2171,64 @@ bool Model::hook_registered_at(const Call& r, const Call& site) const {
   return true;
 }
 
+bool Model::parameter_switched_off(int function, TSNode flag) const {
+  // A parameter of `function` defaulting to False or None that no call
+  // passes, or passes only another such parameter of its own (a block
+  // handing its switch on to its attention layer).
+  if (function < 0 || kind_of(flag) != Kind::Identifier) return false;
+  const Function& f = functions_[function];
+  std::string_view name = text(flag);
+  std::string key = std::to_string(function) + ":" + std::string(name);
+  if (auto known = switches_.find(key); known != switches_.end()) return known->second;
+  // A switch handed round in a cycle is turned on only by what comes into
+  // the cycle: asked again while deciding, it is taken as off. An answer
+  // "off" given under that assumption is kept only once the first question
+  // is decided off; "on" holds whatever the assumption.
+  if (std::find(switches_asked_.begin(), switches_asked_.end(), key) != switches_asked_.end()) return true;
+  switches_asked_.push_back(key);
+  auto off_literal = [&](TSNode v) {
+    Kind k = kind_of(unparenthesize(v));
+    return k == Kind::False || k == Kind::None;
+  };
+  auto passes_off = [&](TSNode arg, int in) {
+    arg = unparenthesize(arg);
+    return off_literal(arg) || (kind_of(arg) == Kind::Identifier && parameter_switched_off(in, arg));
+  };
+  auto decide = [&]() {
+    auto p = std::find(f.params.begin(), f.params.end(), name);
+    if (p == f.params.end()) return false;
+    const Binding* b = reaching(name, start_byte(flag), function);
+    if (!b || b->kind != BindingKind::Parameter || is_null(b->value) || !off_literal(b->value)) return false;
+    if (bindings_of(name, function).size() != 1) return false;  // reassigned in the body
+    for (const Call* c : call_sites(f)) {
+      TSNode arg = argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0);
+      if (!is_null(arg) && !passes_off(arg, c->function)) return false;
+    }
+    // A module's forward is called through the module: a keyword of that
+    // name anywhere in the file may turn it on, and so may a call of an
+    // instance of the class passing it by position (`block(x, True)`).
+    for (const Call& c : calls_)
+      if (TSNode arg = keyword_argument(c, name); !is_null(arg) && !passes_off(arg, c.function)) return false;
+    if (f.cls >= 0 && f.name == "forward" && p != f.params.begin()) {
+      auto position = static_cast<uint32_t>(p - f.params.begin() - 1);
+      for (const Call& c : calls_) {
+        TSNode arg = positional_argument(c, position);
+        if (is_null(arg) || passes_off(arg, c.function)) continue;
+        // An instance of the class, or a module of unknown class given
+        // True there (`block(x, True)` over a ModuleList).
+        Value v = value_at(c.func, nullptr, 0);
+        if (v.cls == f.cls && v.home == nullptr) return false;
+        if (v.cls < 0 && v.kind == ValueKind::Module && kind_of(unparenthesize(arg)) == Kind::True) return false;
+      }
+    }
+    return true;
+  };
+  bool answer = decide();
+  switches_asked_.pop_back();
+  if (!answer || switches_asked_.empty()) switches_[key] = answer;
+  return answer;
+}
+
 bool Model::switched_off(TSNode node, int function) const {
   if (function < 0) return false;
   const Function& f = functions_[function];
@@ -2211,34 +2273,6 @@ bool Model::switched_off(TSNode node, int function) const {
     }
     return assigned;
   };
-  // A parameter of `function` defaulting to False or None that no call passes.
-  auto parameter_off = [&](TSNode flag) {
-    std::string_view name = text(flag);
-    auto p = std::find(f.params.begin(), f.params.end(), name);
-    if (p == f.params.end()) return false;
-    const Binding* b = reaching(name, start_byte(flag), function);
-    if (!b || b->kind != BindingKind::Parameter || is_null(b->value) || !off_literal(b->value)) return false;
-    if (bindings_of(name, function).size() != 1) return false;  // reassigned in the body
-    for (const Call* c : call_sites(f)) {
-      TSNode arg = argument_for(*c, f, static_cast<size_t>(p - f.params.begin()), f.cls >= 0);
-      if (!is_null(arg) && !off_literal(arg)) return false;
-    }
-    // A module's forward is called through the module: a keyword of that
-    // name anywhere in the file may turn it on, and so may a call of an
-    // instance of the class passing it by position (`block(x, True)`).
-    for (const Call& c : calls_)
-      if (!is_null(keyword_argument(c, name))) return false;
-    if (f.cls >= 0 && f.name == "forward" && p != f.params.begin()) {
-      auto position = static_cast<uint32_t>(p - f.params.begin() - 1);
-      for (const Call& c : calls_) {
-        TSNode arg = positional_argument(c, position);
-        if (is_null(arg) || off_literal(arg)) continue;
-        Value v = value_at(c.func, nullptr, 0);
-        if (v.cls == f.cls && v.home == nullptr) return false;
-      }
-    }
-    return true;
-  };
   // Each answer depends on the flag alone (an attribute's name, or a
   // parameter of `function`, bound once) and scans the file: every statement
   // under the same `if` asks again, so the answers are kept.
@@ -2246,10 +2280,10 @@ bool Model::switched_off(TSNode node, int function) const {
     flag = unparenthesize(flag);
     bool attribute = kind_of(flag) == Kind::Attribute && text(unparenthesize(attribute_object(flag))) == "self";
     if (!attribute && kind_of(flag) != Kind::Identifier) return false;
-    std::string key = attribute ? "self." + std::string(text(attribute_name(flag)))
-                                : std::to_string(function) + ":" + std::string(text(flag));
+    if (!attribute) return parameter_switched_off(function, flag);
+    std::string key = "self." + std::string(text(attribute_name(flag)));
     if (auto known = switches_.find(key); known != switches_.end()) return known->second;
-    bool answer = attribute ? attribute_off(text(attribute_name(flag))) : parameter_off(flag);
+    bool answer = attribute_off(text(attribute_name(flag)));
     switches_.emplace(std::move(key), answer);
     return answer;
   };

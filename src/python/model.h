@@ -415,6 +415,8 @@ class Model {
   // is False or None and that no call of the function in the file passes.
   // A debugging facility (`save_attention`, `register_hook=False`).
   bool switched_off(TSNode node, int function) const;
+  // Whether `flag`, a parameter of `function`, is such a switch (switched_off).
+  bool parameter_switched_off(int function, TSNode flag) const;
   // Whether each iteration of `loop` runs a module of the enclosing scope on
   // an input of its own (a name bound in the loop), none of them on the
   // previous iteration's output: a pass of a model over items (a dataset's
@@ -655,6 +657,11 @@ class Model {
   // hook_sites(), per function; built on first need.
   mutable std::optional<std::vector<std::vector<HookSite>>> hook_sites_;
   mutable bool hook_sites_building_ = false;
+  // callee_file() of an imported name, per name: cleared with the answers (the
+  // lookups note the directories the analysis of a file depends on).
+  mutable std::unordered_map<std::string, std::string> callee_files_;
+  mutable std::string normal_path_;  // the file's path, lexically normal (callee_file)
+  mutable std::vector<std::string> switches_asked_;  // parameter_switched_off, being decided
   // `del xs[:]` statements: the subscript and its function (reset_in_region).
   mutable std::optional<std::vector<std::pair<TSNode, int>>> slice_deletes_;
   // switched_off()'s answers, by flag: "self.<attr>", or "<function>:<parameter>".

@@ -127,6 +127,19 @@ std::unordered_map<std::string, Located>& found_modules() {
 
 Located locate_module(std::string_view importer, std::string_view module, int level);
 
+// Where an absolute import from a directory looks (the directory, then each
+// enclosing one up to the project's root) and the directories climbed to
+// find that root.
+struct SearchPath {
+  std::vector<fs::path> dirs;
+  Looked looked;
+};
+
+std::unordered_map<std::string, SearchPath>& search_paths() {
+  thread_local std::unordered_map<std::string, SearchPath> paths;
+  return paths;
+}
+
 }  // namespace
 
 std::string find_module_file(std::string_view importer, std::string_view module, int level) {
@@ -165,22 +178,34 @@ Located locate_module(std::string_view importer, std::string_view module, int le
   } else if (!module.empty()) {
     // The importer's directory, then each enclosing one up to the project's
     // root; a loose script (no root above it) imports from its own alone.
-    std::error_code ec;
-    fs::path absolute = fs::absolute(from, ec);
-    int levels = 0;
-    bool rooted = false;
-    for (fs::path probe = absolute; !ec && levels <= kMaxRootLevels; ++levels) {
-      looked_in(probe, looked);  // a root marker created there moves the root
-      if (is_project_root(probe)) {
-        rooted = true;
-        break;
+    // The same for every import of the directory's files: found once.
+    auto& paths = search_paths();
+    auto known = paths.find(from.string());
+    if (known == paths.end()) {
+      SearchPath sp;
+      std::error_code ec;
+      fs::path absolute = fs::absolute(from, ec);
+      int levels = 0;
+      bool rooted = false;
+      for (fs::path probe = absolute; !ec && levels <= kMaxRootLevels; ++levels) {
+        looked_in(probe, sp.looked);  // a root marker created there moves the root
+        if (is_project_root(probe)) {
+          rooted = true;
+          break;
+        }
+        if (!probe.has_relative_path()) break;  // the filesystem's root
+        probe = probe.parent_path();
       }
-      if (!probe.has_relative_path()) break;  // the filesystem's root
-      probe = probe.parent_path();
+      if (!rooted) levels = 0;
+      fs::path dir = from;
+      for (int i = 0; i <= levels; ++i, dir /= "..") sp.dirs.push_back(dir);
+      known = paths.emplace(from.string(), std::move(sp)).first;
     }
-    if (!rooted) levels = 0;
-    fs::path dir = from;
-    for (int i = 0; i <= levels && found.empty(); ++i, dir /= "..") found = module_in(dir, module, looked);
+    looked = known->second.looked;
+    for (const fs::path& dir : known->second.dirs) {
+      found = module_in(dir, module, looked);
+      if (!found.empty()) break;
+    }
   }
   return Located{std::move(found), std::move(looked)};
 }
@@ -247,6 +272,7 @@ void begin_file_analysis() {
   auto now = std::chrono::steady_clock::now();
   if (now - remembered_since() > std::chrono::seconds(1)) {
     found_modules().clear();
+    search_paths().clear();
     project_roots().clear();
     remembered_since() = now;
   }

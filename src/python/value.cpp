@@ -1666,12 +1666,13 @@ bool Model::used_other_than_called(const Function& f, size_t calls) const {
 std::string Model::callee_file(const Call& c, bool packages) const {
   if (path_.empty()) return {};
   auto normal = [](const std::string& p) { return std::filesystem::path(p).lexically_normal().string(); };
+  if (normal_path_.empty()) normal_path_ = normal(path_);
   TSNode func = unparenthesize(c.func);
   if (kind_of(func) == Kind::Identifier) {
     std::string_view name = text(func);
     const Binding* b = reaching(name, start_byte(func), c.function);
     if (!b || b->kind != BindingKind::Import) {
-      if ((!b || b->function < 0) && (find_function(name) || find_class(name))) return normal(path_);
+      if ((!b || b->function < 0) && (find_function(name) || find_class(name))) return normal_path_;
       return {};
     }
   }
@@ -1679,7 +1680,7 @@ std::string Model::callee_file(const Call& c, bool packages) const {
     TSNode receiver = unparenthesize(c.receiver);
     if (kind_of(receiver) == Kind::Identifier && text(receiver) == "self" && c.function >= 0) {
       int cls = functions_[c.function].cls;
-      return cls >= 0 && find_method(cls, c.method) ? normal(path_) : std::string();
+      return cls >= 0 && find_method(cls, c.method) ? normal_path_ : std::string();
     }
     // Another object's method: not asked of the value engine, which would
     // evaluate every receiver of the file.
@@ -1707,11 +1708,20 @@ std::string Model::callee_file(const Call& c, bool packages) const {
   int dots = level == import_levels_.end() ? 0 : level->second;
   size_t dot = dotted.rfind('.');
   if (dot == std::string::npos && dots == 0) return {};
+  // Many calls name the same thing (`torch.zeros`, `utils.log`): the file
+  // is looked up once per name for the file being analyzed.
+  std::string key = std::to_string(dots) + (packages ? "p:" : ":") + dotted;
+  if (auto known = callee_files_.find(key); known != callee_files_.end()) return known->second;
   std::string module = dot == std::string::npos ? std::string() : dotted.substr(0, dot);
-  if (!find_module_file(path_, dotted, dots).empty()) return {};  // a submodule, not a definition
+  std::string out;
+  // The module defining the name first: where there is none (a library's),
+  // the name is no submodule of the project either.
   std::string file = find_module_file(path_, module, dots);
-  if (file.empty() || (!packages && std::filesystem::path(file).filename() == "__init__.py")) return {};
-  return normal(file);
+  if (!file.empty() && find_module_file(path_, dotted, dots).empty()) {  // else a submodule, not a definition
+    if (packages || std::filesystem::path(file).filename() != "__init__.py") out = normal(file);
+  }
+  callee_files_.emplace(std::move(key), out);
+  return out;
 }
 
 bool Model::runs_module(const Call& c) const {
