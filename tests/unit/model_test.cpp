@@ -1335,6 +1335,15 @@ def f(kind):
   EXPECT_NE(std::find(callees.begin(), callees.end(), "torch.cuda.empty_cache"), callees.end());
 }
 
+namespace {
+// The index of the first function of the file named `name`, or -1.
+int function_named(const Model& m, std::string_view name) {
+  for (size_t i = 0; i < m.functions().size(); ++i)
+    if (m.functions()[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+}  // namespace
+
 TEST(ModelCalls, ForwardHooksRunAtTheCallsOfTheirModule) {
   Program p(R"(
 import functools
@@ -1365,11 +1374,7 @@ def run(model, loader, handed_in):
             model(x.cuda())
 )");
   const Model& m = p.model();
-  auto index = [&](std::string_view name) {
-    for (size_t i = 0; i < m.functions().size(); ++i)
-      if (m.functions()[i].name == name) return static_cast<int>(i);
-    return -1;
-  };
+  auto index = [&](std::string_view name) { return function_named(m, name); };
   const Call& model_call = *std::find_if(m.calls().begin(), m.calls().end(), [&](const Call& c) {
     return m.text(c.func) == "model";
   });
@@ -1435,11 +1440,7 @@ def run(model, loader, probe):
     model.fc.register_forward_hook(late)
 )");
   const Model& m = p.model();
-  auto index = [&](std::string_view name) {
-    for (size_t i = 0; i < m.functions().size(); ++i)
-      if (m.functions()[i].name == name) return static_cast<int>(i);
-    return -1;
-  };
+  auto index = [&](std::string_view name) { return function_named(m, name); };
   auto sites = [&](std::string_view hook) {
     std::vector<std::string> out;
     for (const Model::HookSite& s : m.hook_sites(index(hook)))
@@ -1479,11 +1480,7 @@ def plain(model, loader):
         model(x)
 )");
   const Model& m = p.model();
-  auto index = [&](std::string_view name) {
-    for (size_t i = 0; i < m.functions().size(); ++i)
-      if (m.functions()[i].name == name) return static_cast<int>(i);
-    return -1;
-  };
+  auto index = [&](std::string_view name) { return function_named(m, name); };
   EXPECT_EQ(m.name_in_caller("feats", index("hook"), index("plain")), "feats");
   EXPECT_EQ(m.name_in_caller("feats", index("hook"), index("shadowing")), "");
 }
