@@ -79,6 +79,11 @@ Value facets(Provenance grad, Device device, ValueKind kind, bool scalar = false
   return v;
 }
 
+Value with_kind(Value v, ValueKind kind) {
+  v.kind = kind;
+  return v;
+}
+
 Value container(std::vector<Value> items, std::optional<Value> element) {
   auto parts = std::make_shared<ValueParts>();
   parts->items = std::move(items);
@@ -510,7 +515,9 @@ Value Model::value_uncached(TSNode expr, const ValueEnv* env, int depth) const {
       if (b->function == fn) {
         std::vector<std::pair<std::string, Value>> replaced;
         Value stored = stored_into(name, b, start_byte(expr), fn, env, depth, &replaced);
-        if (stored.parts) v = join(v, stored);
+        // `buf[i] = x` writes into a tensor, which stays one (a buffer made
+        // once before the loop, not a container that grows).
+        if (stored.parts) v = v.kind == ValueKind::Tensor ? with_kind(join(v, stored), ValueKind::Tensor) : join(v, stored);
         // `out["loss"] = out["loss"].detach()` right after the binding, in
         // its block: the field holds the new value only (a strong update).
         for (auto& [key, value] : replaced) v = with_field(v, key, value);
