@@ -619,13 +619,9 @@ struct Model::Builder {
           if (star >= 0 && index > star) {
             std::string name = target_name(t);
             if (name.empty() || starred(t)) return;
-            if (length >= count) {
-              add_binding(name, kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind, statement, t,
-                          value, length - (count - index));
-            } else {
-              add_binding(name, kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind, statement, t,
-                          TSNode{}, -1);
-            }
+            bool known = length >= count;
+            add_binding(name, kind_of(t) == Kind::Subscript ? BindingKind::SubscriptStore : kind, statement, t,
+                        known ? value : TSNode{}, known ? length - (count - index) : -1);
             return;
           }
           Kind tk = kind_of(t);
@@ -2171,6 +2167,14 @@ bool Model::hook_registered_at(const Call& r, const Call& site) const {
   return true;
 }
 
+namespace {
+// `False` or `None`: a switch left off.
+bool off_literal(TSNode v) {
+  Kind k = kind_of(unparenthesize(v));
+  return k == Kind::False || k == Kind::None;
+}
+}  // namespace
+
 bool Model::parameter_switched_off(int function, TSNode flag) const {
   // A parameter of `function` defaulting to False or None that no call
   // passes, or passes only another such parameter of its own (a block
@@ -2186,10 +2190,6 @@ bool Model::parameter_switched_off(int function, TSNode flag) const {
   // is decided off; "on" holds whatever the assumption.
   if (std::find(switches_asked_.begin(), switches_asked_.end(), key) != switches_asked_.end()) return true;
   switches_asked_.push_back(key);
-  auto off_literal = [&](TSNode v) {
-    Kind k = kind_of(unparenthesize(v));
-    return k == Kind::False || k == Kind::None;
-  };
   auto passes_off = [&](TSNode arg, int in) {
     arg = unparenthesize(arg);
     return off_literal(arg) || (kind_of(arg) == Kind::Identifier && parameter_switched_off(in, arg));
@@ -2232,10 +2232,6 @@ bool Model::parameter_switched_off(int function, TSNode flag) const {
 bool Model::switched_off(TSNode node, int function) const {
   if (function < 0) return false;
   const Function& f = functions_[function];
-  auto off_literal = [&](TSNode v) {
-    Kind k = kind_of(unparenthesize(v));
-    return k == Kind::False || k == Kind::None;
-  };
   // `self.attr`: every assignment of `<anything>.attr` in the file is a
   // literal False or None.
   auto attribute_off = [&](std::string_view attr) {
