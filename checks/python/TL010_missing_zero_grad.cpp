@@ -19,7 +19,10 @@
 //     that the class does not define resolves to methods named `m` of other
 //     files' classes, its bases among them). A call to a function that no
 //     analyzed file defines, whose name speaks of gradients, is taken to
-//     clear them: the finding stays silent rather than guess.
+//     clear them: the finding stays silent rather than guess;
+//   - the stepped optimizer is not built in the loop over tensors made
+//     afresh there, nor over the parameters of a module constructed there
+//     (its parameters are new leaves each iteration).
 //
 // With several optimizers stepped in the loop, each must be cleared: when
 // every clearing in the loop is the `zero_grad()` of an optimizer built in
@@ -235,6 +238,7 @@ class MissingZeroGrad final : public Check {
     const Binding* b = nullptr;
     TSNode params = optimizer_params(m, m.stepped_optimizer(step), step.function, &b);
     if (is_null(params) || !m.loop_contains(loop, b->start)) return false;
+    if (of_module_built_in(m, params, loop, step.function, 0)) return true;
     if (kind_of(params) != Kind::List && kind_of(params) != Kind::Tuple) return false;
     uint32_t n = ts_node_named_child_count(params);
     if (n == 0) return false;
@@ -247,6 +251,81 @@ class MissingZeroGrad final : public Check {
         return false;
     }
     return true;
+  }
+
+  // Whether `expr` holds only parameters of modules constructed in the
+  // iteration of `loop` (a class of the project or of a library, built
+  // there): a new module's parameters are new leaves whose .grad starts
+  // empty. Followed through names bound in the loop, `.parameters()`,
+  // `.named_parameters()`, a dict's `.values()`, comprehensions over them
+  // and list(), tuple(), filter(). A module from anywhere else (a helper may
+  // hand back the same module each time) is not fresh.
+  static bool of_module_built_in(const Model& m, TSNode expr, int loop, int fn, int depth) {
+    expr = unparenthesize(expr);
+    if (depth > 6) return false;
+    switch (kind_of(expr)) {
+      case Kind::Identifier: {
+        const Binding* b = m.reaching(m.text(expr), start_byte(expr), fn);
+        return b && b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value) &&
+               m.loop_contains(loop, b->start) && of_module_built_in(m, b->value, loop, fn, depth + 1);
+      }
+      case Kind::List:
+      case Kind::Tuple: {
+        uint32_t n = ts_node_named_child_count(expr);
+        for (uint32_t i = 0; i < n; ++i)
+          if (!of_module_built_in(m, ts_node_named_child(expr, i), loop, fn, depth + 1)) return false;
+        return n > 0;
+      }
+      case Kind::ListComprehension:
+      case Kind::DictionaryComprehension:
+      case Kind::SetComprehension:
+      case Kind::GeneratorExpression: {
+        bool any = false;
+        for (uint32_t i = 0; i < ts_node_named_child_count(expr); ++i) {
+          TSNode clause = ts_node_named_child(expr, i);
+          if (kind_of(clause) != Kind::ForInClause) continue;
+          if (!of_module_built_in(m, field(clause, "right"), loop, fn, depth + 1)) return false;
+          any = true;
+        }
+        return any;
+      }
+      case Kind::Call: {
+        TSNode func = unparenthesize(field(expr, "function"));
+        if (constructs_class(m, func)) return true;
+        Call call{};
+        call.args = field(expr, "arguments");
+        if (kind_of(func) == Kind::Attribute) {
+          std::string_view method = m.text(attribute_name(func));
+          if (method == "parameters" || method == "named_parameters" || method == "values")
+            return of_module_built_in(m, attribute_object(func), loop, fn, depth + 1);
+          return false;
+        }
+        std::string callee = m.qualify(func);
+        if (callee == "list" || callee == "tuple" || callee == "iter")
+          return m.positional_count(call) == 1 && of_module_built_in(m, m.positional_argument(call, 0), loop, fn, depth + 1);
+        if (callee == "filter")
+          return m.positional_count(call) == 2 && of_module_built_in(m, m.positional_argument(call, 1), loop, fn, depth + 1);
+        return false;
+      }
+      default:
+        return false;
+    }
+  }
+
+  // Whether calling `func` constructs an object: a class of this file, one
+  // another file of the project defines, or one the library models know.
+  static bool constructs_class(const Model& m, TSNode func) {
+    if (kind_of(func) != Kind::Identifier && kind_of(func) != Kind::Attribute) return false;
+    std::string callee = m.qualify(func);
+    if (callee.empty()) return false;
+    if (m.library().knows_class(callee)) return true;
+    if (kind_of(func) == Kind::Identifier) {
+      // A class of the file whose name nothing rebinds.
+      if (m.find_class(callee) && !m.reaching(m.text(func), start_byte(func), m.function_at(start_byte(func))))
+        return true;
+    }
+    std::optional<ForeignDefinition> def = m.foreign_definition(func);
+    return def && def->cls >= 0 && !def->function;
   }
 
   // The first optimizer step() called directly in `loop` (same function).
@@ -518,7 +597,13 @@ class MissingZeroGrad final : public Check {
     }
     Diagnostic d = ctx.diagnostic(backward.node, std::move(message));
     d.help = fmt::format(fmt::runtime(messages::TL010::help), fmt::arg("clear", opt + ".zero_grad()"));
-    std::vector<Edit> edits = insert_first(m, loop, opt + ".zero_grad()");
+    // An optimizer built in the loop does not exist yet at the start of the
+    // body (the first iteration would fail): no fix then, only the help.
+    TSNode named = unparenthesize(optimizer);
+    const Binding* built =
+        kind_of(named) == Kind::Identifier ? m.reaching(m.text(named), start_byte(named), step.function) : nullptr;
+    std::vector<Edit> edits;
+    if (!built || !m.loop_contains(loop, built->start)) edits = insert_first(m, loop, opt + ".zero_grad()");
     if (!edits.empty())
       d.fix = Fix{fmt::format("Insert `{}.zero_grad()` at the start of the loop body", opt), FixSafety::Unsafe,
                   std::move(edits)};
