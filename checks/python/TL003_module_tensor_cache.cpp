@@ -309,8 +309,20 @@ class ModuleTensorCache final : public Check {
   // Calls that a module's method (other than __init__) makes of a method of
   // a submodule whose class another file defines (`self.attention.clear_cache()`),
   // by "Class.method" and the defining file: the owner's side of reset_by_owner.
+  // Also calls made in a loop, for their effect alone (a statement, no
+  // argument), of a method of an object whose class is not known
+  // (`self.model.decoder.detach_state()` in a trainer's step loop), by
+  // method name: a reset the owner's per-step code may run.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
+    std::unordered_set<std::string_view> loop_calls;
+    for (const Call& c : m.calls()) {
+      if (c.loop < 0 || c.method.empty() || is_null(c.receiver) ||
+          kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement || ts_node_named_child_count(c.args) != 0)
+        continue;
+      if (m.value(c.receiver).cls >= 0 || !loop_calls.insert(c.method).second) continue;
+      ctx.fact("loop-calls-method", c.method, c.node, {});
+    }
     for (const Call& c : m.calls()) {
       if (c.function < 0 || c.method.empty() || kind_of(unparenthesize(c.receiver)) != Kind::Attribute) continue;
       const Function& f = m.functions()[c.function];
@@ -349,9 +361,13 @@ class ModuleTensorCache final : public Check {
                                    path = normal_path(ctx.path())](const ProjectIndex& index, Diagnostic&) {
             // An owner in another file calls a method that starts the
             // attribute afresh in its own per-call method: per-call state.
-            for (const std::string& reset : resets)
+            for (const std::string& reset : resets) {
               for (const Fact* f : index.find("owner-calls", reset))
                 if (!f->values.empty() && f->values.front() == path) return false;
+              // Or a loop somewhere calls a method of that name on an object
+              // of unknown class after each step.
+              if (!index.find("loop-calls-method", last_component(reset)).empty()) return false;
+            }
             if (decided) return true;
             auto root = [&](std::string_view base) { return is_module_base(base, *config); };
             return std::any_of(undecided.begin(), undecided.end(), [&](const std::string& base) {
@@ -461,7 +477,7 @@ class ModuleTensorCache final : public Check {
       TSNode v = b.kind == BindingKind::AugAssign ? unparenthesize(b.value) : stored_value(b);
       if (is_null(v) || !taint.of(v, fn) || !may_hold_graph(m, b, v)) continue;
       std::vector<std::string> reset_elsewhere;
-      if (reset_by_owner(m, b.name, fn, reset_elsewhere) || initialized_per_call(m, b, fn)) continue;
+      if (reset_by_owner(m, b, fn, reset_elsewhere) || initialized_per_call(m, b, fn)) continue;
       Store s;
       s.reset_elsewhere = std::move(reset_elsewhere);
       s.where = b.target;
@@ -536,16 +552,21 @@ class ModuleTensorCache final : public Check {
   // A method of the attribute's own class that resets it and that nothing
   // in this file calls goes to `elsewhere` ("Class.method"): an owner in
   // another file may call it (the "owner-calls" facts decide).
-  static bool reset_by_owner(const Model& m, const std::string& attribute, int fn, std::vector<std::string>& elsewhere) {
-    std::string_view leaf = last_component(attribute);
+  // A dict entry (`self.state["hidden"]`) is reset by a store into the same
+  // entry; a value that reads the attribute counts only when detached
+  // (`self.h = self.h.detach()`, `self.state["h"] = tuple(h.detach() for h in ...)`).
+  static bool reset_by_owner(const Model& m, const Binding& store, int fn, std::vector<std::string>& elsewhere) {
+    std::string_view leaf = last_component(store.name);
+    bool entry = store.kind == BindingKind::SubscriptStore;
     int own_class = m.functions()[fn].cls;
     for (const Binding& b : m.bindings()) {
-      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value) || b.function < 0 || b.function == fn)
-        continue;
+      if (b.kind != store.kind || b.element >= 0 || is_null(b.value) || b.function < 0 || b.function == fn) continue;
+      if (b.kind != BindingKind::Assign && b.kind != BindingKind::SubscriptStore) continue;
       if (b.name.find('.') == std::string::npos || last_component(b.name) != leaf) continue;
+      if (entry && (b.name != store.name || subscript_key(m, b.target) != subscript_key(m, store.target))) continue;
       const Function& f = m.functions()[b.function];
-      if (f.name == "__init__" || m.mentions(b.value, b.name)) continue;
-      if (m.value(b.value).grad != Provenance::Detached) continue;
+      if (f.name == "__init__" || (!entry && m.mentions(b.value, b.name))) continue;
+      if (!without_history(m.value(b.value))) continue;
       bool called = false;
       for (const Call& c : m.calls()) {
         if (call_name(c) != f.name || c.function < 0) continue;
@@ -553,10 +574,30 @@ class ModuleTensorCache final : public Check {
         int owner = m.functions()[c.function].cls;
         if (owner >= 0 && m.module_class(owner) != ModuleAnswer::No) return true;
       }
-      if (!called && f.cls == own_class && own_class >= 0 && is_self(m, b.function, attribute_object(b.target)))
+      TSNode holder = entry ? unparenthesize(field(unparenthesize(b.target), "value")) : b.target;
+      if (!called && f.cls == own_class && own_class >= 0 && kind_of(holder) == Kind::Attribute &&
+          is_self(m, b.function, attribute_object(holder)))
         elsewhere.push_back(m.classes()[static_cast<size_t>(own_class)].name + "." + f.name);
     }
     return false;
+  }
+
+  // Whether a value carries no history: detached, or a container whose
+  // every known part is (`tuple(h.detach() for h in state)`).
+  static bool without_history(const Value& v) {
+    if (v.grad == Provenance::Detached) return true;
+    if (v.kind != ValueKind::Container || !v.parts) return false;
+    const ValueParts& p = *v.parts;
+    if (p.items.empty() && !p.element) return false;
+    return std::all_of(p.items.begin(), p.items.end(), [](const Value& i) { return without_history(i); }) &&
+           (!p.element || without_history(*p.element));
+  }
+
+  // The key of a subscript target (`"hidden"` of `self.state["hidden"]`), as written.
+  static std::string_view subscript_key(const Model& m, TSNode target) {
+    target = unparenthesize(target);
+    if (kind_of(target) != Kind::Subscript) return {};
+    return m.text(field(target, "subscript"));
   }
 
   // Whether the store belongs to an initializer of per-call state: a method

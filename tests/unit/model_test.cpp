@@ -1622,6 +1622,24 @@ def f(batch, loader):
   EXPECT_EQ(p.last("parts").element().device, Device::Accelerator);
 }
 
+TEST(ModelValue, ContainerBuiltinOverAGeneratorArgument) {
+  // `tuple(h.detach() for h in hs)`: the generator is the call's whole argument list.
+  Program p(R"(
+import torch
+
+def f(model, x):
+    hs = model(x)
+    kept = tuple(h.detach() for h in hs)
+    joined = list(h * 2 for h in hs)
+    listed = list([h.detach() for h in hs])
+    return kept, joined, listed
+)");
+  EXPECT_EQ(p.last("kept").kind, ValueKind::Container);
+  EXPECT_EQ(p.last("kept").element().grad, Provenance::Detached);
+  EXPECT_NE(p.last("joined").element().grad, Provenance::Detached);
+  EXPECT_EQ(p.last("listed").element().grad, Provenance::Detached);
+}
+
 TEST(ModelValue, IsinstanceGuardedReturnsFollowTheArgument) {
   Program p(R"(
 import torch
