@@ -310,17 +310,18 @@ class ModuleTensorCache final : public Check {
   // a submodule whose class another file defines (`self.attention.clear_cache()`),
   // by "Class.method" and the defining file: the owner's side of reset_by_owner.
   // Also calls made in a loop, for their effect alone (a statement, no
-  // argument), of a method of an object whose class is not known
-  // (`self.model.decoder.detach_state()` in a trainer's step loop), by
-  // method name: a reset the owner's per-step code may run.
+  // argument), of a method of any object (`self.model.decoder.detach_state()`
+  // in a trainer's step loop, where the decoder's class is not known), by
+  // method name: a reset the owner's per-step code may run. Not asked of the
+  // value engine: a loop's every receiver would be evaluated.
   void collect(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     std::unordered_set<std::string_view> loop_calls;
     for (const Call& c : m.calls()) {
-      if (c.loop < 0 || c.method.empty() || is_null(c.receiver) ||
-          kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement || ts_node_named_child_count(c.args) != 0)
+      if (c.loop < 0 || c.method.empty() || is_null(c.receiver) || ts_node_named_child_count(c.args) != 0 ||
+          loop_calls.count(c.method) || !c.statement)
         continue;
-      if (m.value(c.receiver).cls >= 0 || !loop_calls.insert(c.method).second) continue;
+      loop_calls.insert(c.method);
       ctx.fact("loop-calls-method", c.method, c.node, {});
     }
     for (const Call& c : m.calls()) {
@@ -364,8 +365,8 @@ class ModuleTensorCache final : public Check {
             for (const std::string& reset : resets) {
               for (const Fact* f : index.find("owner-calls", reset))
                 if (!f->values.empty() && f->values.front() == path) return false;
-              // Or a loop somewhere calls a method of that name on an object
-              // of unknown class after each step.
+              // Or a loop somewhere calls a method of that name, for its
+              // effect alone, on some object (its class may not be known).
               if (!index.find("loop-calls-method", last_component(reset)).empty()) return false;
             }
             if (decided) return true;

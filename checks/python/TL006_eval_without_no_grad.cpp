@@ -103,7 +103,7 @@ TSNode first_argument(const Model& m, const Call& c) {
 bool file_freezes_autograd(const Model& m) {
   for (const Call& c : m.calls()) {
     if ((c.callee == "torch.set_grad_enabled" || c.callee == "torch.autograd.set_grad_enabled") &&
-        kind_of(ts_node_parent(c.node)) == Kind::ExpressionStatement && is_false(first_argument(m, c)))
+        c.statement && is_false(first_argument(m, c)))
       return true;
     if (c.method == "requires_grad_" && is_false(first_argument(m, c))) return true;
   }

@@ -373,15 +373,6 @@ bool passes_state_argument(const Call& c) {
   return n >= 2 || (n == 1 && kind_of(ts_node_named_child(c.args, 0)) == Kind::KeywordArgument);
 }
 
-// The assignment whose value is `call`, or a null node.
-TSNode assignment_of(TSNode call) {
-  TSNode p = ts_node_parent(call);
-  while (!is_null(p) && kind_of(p) == Kind::ParenthesizedExpression) p = ts_node_parent(p);
-  if (is_null(p) || kind_of(p) != Kind::Assignment) return {};
-  TSNode right = unparenthesize(field(p, "right"));
-  return ts_node_eq(right, call) ? p : TSNode{};
-}
-
 // Whether `value` reads one of the names the call's assignment bound.
 bool reads_result(const Model& m, TSNode value, const std::vector<std::string>& results) {
   return !is_null(value) &&
@@ -534,7 +525,7 @@ Fate fate_in_iteration(const Model& m, const Summaries& sums, std::string_view n
       if (kind_of(c.receiver) == Kind::Identifier && iterates_over(m, c.node, it.node, m.text(c.receiver), name))
         return Fate::Freed;
     }
-    if (kind_of(ts_node_parent(c.node)) != Kind::ExpressionStatement) continue;
+    if (!c.statement) continue;
     // `dec_state.detach()` as a statement: a tensor's detach() is lost (the
     // state is kept), but an object of a class of the file with a detach()
     // method of its own detaches its tensors in place.
@@ -713,7 +704,7 @@ class HiddenStateNotDetached final : public Check {
       // bind nothing they were given; only then whether a module runs.
       if (!passes_state_argument(c)) continue;
       if (c.loop < 0 && (c.function < 0 || m.functions()[c.function].cls < 0)) continue;  // a state on self
-      TSNode assignment = assignment_of(c.node);
+      TSNode assignment = c.assignment;
       if (is_null(assignment) || !may_feed_back(m, c, assignment)) continue;
       if (!runs_module(m, c) || m.grad_state(start_byte(c.node)) == GradState::Disabled) continue;
       if (!sums) sums = summarize(m, true);

@@ -303,6 +303,13 @@ struct Model::Builder {
                            field(node, "name"), field(node, "value"), -1);
       case Kind::Call: return on_call(node);
       case Kind::Comment: m.comments_.push_back(node); return;
+      case Kind::IfStatement: {
+        TSNode consequence = field(node, "consequence");
+        if (!is_null(consequence))
+          m.conditionals_.push_back({start_byte(node), start_byte(consequence), end_byte(consequence),
+                                     field(node, "condition")});
+        return;
+      }
       case Kind::Identifier: {
         size_t n = ancestors.size();
         // Not a name: the attribute of `x.attr`, the keyword of `f(key=...)`.
@@ -689,6 +696,14 @@ struct Model::Builder {
     }
     c.function = current_function();
     c.loop = current_loop();
+    c.statement = !ancestors.empty() && kind_of(ancestors.back()) == Kind::ExpressionStatement;
+    for (size_t i = ancestors.size(); i-- > 0;) {
+      Kind k = kind_of(ancestors[i]);
+      if (k == Kind::ParenthesizedExpression) continue;
+      if (k == Kind::Assignment && ts_node_eq(unparenthesize(field(ancestors[i], "right")), node))
+        c.assignment = ancestors[i];
+      break;
+    }
     // Use as evidence of a module: a method only modules have, or `x.eval()`
     // with no argument and `x.train(False)` (a trainer's `train()` is not one).
     bool mode_switch = (c.method == "eval" && ts_node_named_child_count(c.args) == 0) ||
@@ -707,7 +722,6 @@ struct Model::Builder {
     }
     // `torch.set_grad_enabled(False)` as a statement: off until the end of
     // the enclosing block, or a later `torch.set_grad_enabled(True)`.
-    // (ts_node_parent costs the node's depth: asked only of these calls.)
     // `stack.enter_context(torch.no_grad())` on a contextlib.ExitStack: the
     // same, until the end of the block (the `with ExitStack()` body).
     std::optional<GradState> set;
@@ -717,9 +731,10 @@ struct Model::Builder {
     } else if (c.method == "enter_context" && ts_node_named_child_count(c.args) == 1) {
       set = mode_of_call(unparenthesize(ts_node_named_child(c.args, 0)));
     }
-    TSNode statement = set ? ts_node_parent(node) : TSNode{};
-    if (set && kind_of(statement) == Kind::ExpressionStatement)
-      m.regions_.push_back({end_byte(statement), end_byte(ts_node_parent(statement)), *set});
+    if (set && c.statement) {
+      TSNode statement = ancestors.back();
+      m.regions_.push_back({end_byte(statement), end_byte(ancestors[ancestors.size() - 2]), *set});
+    }
     m.calls_.push_back(std::move(c));
   }
 
@@ -2283,11 +2298,15 @@ bool Model::switched_off(TSNode node, int function) const {
     switches_.emplace(std::move(key), answer);
     return answer;
   };
-  for (TSNode n = node; !is_null(n) && !ts_node_eq(n, f.body); n = ts_node_parent(n)) {
-    TSNode parent = ts_node_parent(n);
-    if (kind_of(parent) != Kind::IfStatement || !ts_node_eq(field(parent, "consequence"), n)) continue;
+  // The `if` statements of the function whose consequence holds the node
+  // (the engine's table, in source order: no walk up the tree).
+  uint32_t at = start_byte(node), body = start_byte(f.body);
+  auto first = std::lower_bound(conditionals_.begin(), conditionals_.end(), body,
+                                [](const Conditional& c, uint32_t b) { return c.start < b; });
+  for (auto it = first; it != conditionals_.end() && it->start <= at; ++it) {
+    if (at < it->consequence_start || at >= it->consequence_end || end_byte(node) > it->consequence_end) continue;
     // `if flag:` or `if flag and other:`.
-    std::vector<TSNode> tests{unparenthesize(field(parent, "condition"))};
+    std::vector<TSNode> tests{unparenthesize(it->condition)};
     while (!tests.empty()) {
       TSNode t = tests.back();
       tests.pop_back();

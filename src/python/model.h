@@ -172,6 +172,8 @@ struct Call {
   TSNode receiver{};   // the object of an attribute callee
   int function = -1;
   int loop = -1;
+  bool statement = false;  // the whole of an expression statement: its value is not used
+  TSNode assignment{};     // the assignment whose right side is the call (`h = rnn(x, h)`), else null
 };
 
 // The last component of what a call calls: `opt.zero_grad()` -> "zero_grad",
@@ -182,6 +184,15 @@ inline std::string_view call_name(const Call& c) {
   size_t dot = callee.rfind('.');
   return dot == std::string_view::npos ? callee : callee.substr(dot + 1);
 }
+
+// An `if` statement: where it starts, the byte range of its consequence
+// (the block that runs when the condition holds) and its condition.
+struct Conditional {
+  uint32_t start = 0;
+  uint32_t consequence_start = 0;
+  uint32_t consequence_end = 0;
+  TSNode condition{};
+};
 
 struct Region {
   uint32_t start = 0;
@@ -610,6 +621,7 @@ class Model {
   std::vector<Binding> bindings_;
   std::vector<Call> calls_;
   std::vector<Region> regions_;
+  std::vector<Conditional> conditionals_;  // every `if` of the file, in source order
   std::vector<TSNode> comments_;
   std::vector<Reference> references_;
   NameMap<std::string> aliases_;

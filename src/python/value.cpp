@@ -579,8 +579,21 @@ std::optional<Value> Model::narrowed_instance(TSNode use, const Binding& b, bool
   if (fn >= 0 && isinstance_tests_.empty()) isinstance_tests_.assign(functions_.size(), -1);
   if (fn >= 0 && isinstance_tests_[fn] < 0)
     isinstance_tests_[fn] = text(functions_[fn].body).find("isinstance") != std::string_view::npos ? 1 : 0;
+  // And only when some isinstance() there tests this very name.
+  auto tests_name = [&] {
+    std::string_view body = text(functions_[fn].body);
+    for (size_t at = body.find("isinstance"); at != std::string_view::npos; at = body.find("isinstance", at + 1)) {
+      size_t i = at + 10;
+      while (i < body.size() && (body[i] == '(' || std::isspace(static_cast<unsigned char>(body[i])))) ++i;
+      if (body.substr(i, name.size()) != name) continue;
+      size_t end = i + name.size();
+      if (end < body.size() && (std::isalnum(static_cast<unsigned char>(body[end])) || body[end] == '_')) continue;
+      return true;
+    }
+    return false;
+  };
   TSNode child = use;
-  for (TSNode n = fn >= 0 && isinstance_tests_[fn] ? ts_node_parent(use) : TSNode{}; !is_null(n);
+  for (TSNode n = fn >= 0 && isinstance_tests_[fn] && tests_name() ? ts_node_parent(use) : TSNode{}; !is_null(n);
        child = n, n = ts_node_parent(n)) {
     Kind k = kind_of(n);
     if (k == Kind::FunctionDefinition || k == Kind::ClassDefinition || k == Kind::Lambda) break;

@@ -1232,6 +1232,55 @@ std::vector<std::string> subjects(const Program& p, std::string_view snippet) {
 
 }  // namespace
 
+TEST(ModelCalls, StatementsAndTheAssignmentsTheyFeed) {
+  Program p(R"(
+def f(rnn, x, h, opt):
+    out, h = rnn(x, h)
+    y = (rnn(x, h))
+    opt.step()
+    z = [rnn(x, h)]
+    print(len(out))
+    return out, y, z
+)");
+  const Model& m = p.model();
+  EXPECT_EQ(m.text(call_at(p, "rnn(x, h)", 0)->assignment), "out, h = rnn(x, h)");
+  EXPECT_EQ(m.text(call_at(p, "rnn(x, h)", 1)->assignment), "y = (rnn(x, h))");
+  EXPECT_TRUE(is_null(call_at(p, "rnn(x, h)", 2)->assignment));  // an element of a list
+  EXPECT_TRUE(call_at(p, "opt.step()")->statement);
+  EXPECT_TRUE(call_at(p, "print(len(out))")->statement);
+  EXPECT_FALSE(call_at(p, "len(out)")->statement);
+  EXPECT_FALSE(call_at(p, "rnn(x, h)", 0)->statement);
+  EXPECT_TRUE(is_null(call_at(p, "opt.step()")->assignment));
+}
+
+TEST(ModelSwitches, OnlyTheConsequenceOfAnIfOnAnOffSwitch) {
+  Program p(R"(
+class Block:
+    def __init__(self):
+        self.keep = False
+
+    def forward(self, x, verbose=False):
+        if self.keep and x is not None:
+            if x.dim() > 1:
+                self.saved = x
+        elif verbose:
+            self.other = x
+        else:
+            self.third = x
+        if verbose:
+            self.fourth = x
+        self.fifth = x
+        return x
+)");
+  const Model& m = p.model();
+  int forward = m.function_at(p.at("self.saved"));
+  EXPECT_TRUE(m.switched_off(p.node("self.saved = x"), forward));  // nested under the off switch
+  EXPECT_FALSE(m.switched_off(p.node("self.other = x"), forward));  // an elif: not the if's consequence
+  EXPECT_FALSE(m.switched_off(p.node("self.third = x"), forward));
+  EXPECT_TRUE(m.switched_off(p.node("self.fourth = x"), forward));  // a parameter no call passes
+  EXPECT_FALSE(m.switched_off(p.node("self.fifth = x"), forward));
+}
+
 TEST(ModelCalls, ReceiversClassesAndBackwardSubjects) {
   Program p(R"(
 import torch
