@@ -219,6 +219,11 @@ struct Model::Builder {
     ts_tree_cursor_delete(&cursor);
     for (size_t i = 0; i < m.bindings_.size(); ++i)
       m.bindings_by_name_[m.bindings_[i].name].push_back(static_cast<int>(i));
+    // The first module-level function and the first class of each name.
+    for (size_t i = 0; i < m.functions_.size(); ++i)
+      if (m.functions_[i].parent < 0 && m.functions_[i].cls < 0)
+        m.top_functions_.try_emplace(m.functions_[i].name, static_cast<int>(i));
+    for (size_t i = 0; i < m.classes_.size(); ++i) m.classes_by_name_.try_emplace(m.classes_[i].name, static_cast<int>(i));
     module_attribute_aliases();
     // What each backward call differentiates, from the library models (once
     // the bindings are known, so that a receiver's class can be read).
@@ -1052,6 +1057,7 @@ void Model::forget_answers() const {
   hook_sites_.reset();
   switches_.clear();
   slice_deletes_.reset();
+  step_loops_.clear();
 }
 
 std::string Model::qualify(TSNode n) const {
@@ -1117,15 +1123,13 @@ const Function* Model::find_method(int cls, std::string_view name) const {
 }
 
 const Function* Model::find_function(std::string_view name) const {
-  for (const auto& f : functions_)
-    if (f.parent < 0 && f.cls < 0 && f.name == name) return &f;
-  return nullptr;
+  auto it = top_functions_.find(name);
+  return it == top_functions_.end() ? nullptr : &functions_[static_cast<size_t>(it->second)];
 }
 
 const Class* Model::find_class(std::string_view name) const {
-  for (const auto& c : classes_)
-    if (c.name == name) return &c;
-  return nullptr;
+  auto it = classes_by_name_.find(name);
+  return it == classes_by_name_.end() ? nullptr : &classes_[static_cast<size_t>(it->second)];
 }
 
 bool Model::class_is_module(int cls) const {
@@ -1763,7 +1767,8 @@ bool Model::reset_in_region(std::string_view name, int function, TSNode body, bo
         default: break;
       }
     }
-    for (const Call& c : calls_) {
+    for (int i : calls_named("clear")) {
+      const Call& c = calls_[static_cast<size_t>(i)];
       if (c.function == function && c.method == "clear" && inside(start_byte(c.node)) && qualify(c.receiver) == n &&
           every(c.node))
         return true;
@@ -2353,7 +2358,22 @@ std::string Model::name_in_caller(std::string_view name, int function, int at) c
 
 bool Model::is_step_loop(int loop) const {
   if (loop < 0) return false;
+  if (step_loops_.empty()) step_loops_.assign(loops_.size(), -1);
+  signed char& known = step_loops_[static_cast<size_t>(loop)];
+  if (known < 0) known = step_loop_uncached(loop) ? 1 : 0;
+  return known != 0;
+}
+
+bool Model::step_loop_uncached(int loop) const {
   const Loop& l = loops_[loop];
+  // The calls in the loop's node, in source order like the table.
+  auto first = std::lower_bound(calls_.begin(), calls_.end(), start_byte(l.node),
+                                [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
+  auto in_loop = [&](auto&& visit) {
+    for (auto it = first; it != calls_.end() && start_byte(it->node) < end_byte(l.node); ++it)
+      if (visit(*it)) return true;
+    return false;
+  };
   // Loops are in source order: the ones nested in `loop` follow it.
   for (size_t i = static_cast<size_t>(loop); i < loops_.size(); ++i) {
     const Loop& inner = loops_[i];
@@ -2370,11 +2390,11 @@ bool Model::is_step_loop(int loop) const {
   }
   // A batch fetched from a loader on each iteration: `batch = next(it)` with
   // `it = iter(loader)` (iteration-based training, `for _ in range(steps)`).
-  for (const Call& c : calls_) {
-    if (c.callee != "next" || !c.method.empty() || c.function != l.function || !loop_contains(loop, start_byte(c.node)))
-      continue;
-    if (is_data_loader(positional_argument(c, 0))) return true;
-  }
+  if (in_loop([&](const Call& c) {
+        return c.callee == "next" && c.method.empty() && c.function == l.function &&
+               loop_contains(loop, start_byte(c.node)) && is_data_loader(positional_argument(c, 0));
+      }))
+    return true;
   // An optimizer built in the loop's iteration and stepped by a loop nested
   // in it is a fresh optimization per iteration (one per timestep, image or
   // item): the nested loop is the one that steps.
@@ -2384,16 +2404,12 @@ bool Model::is_step_loop(int loop) const {
     const Binding* b = reaching(text(optimizer), start_byte(c.node), c.function);
     return b && loop_contains(loop, b->start);
   };
-  for (const Call& c : calls_) {
-    if (c.method != "step" || c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
-    if (is_optimizer(c.receiver)) {
-      if (fresh_per_iteration(c, c.receiver)) continue;
-      return true;
-    }
-    TSNode first = positional_argument(c, 0);  // scaler.step(optimizer)
-    if (!is_null(first) && is_optimizer(first) && !fresh_per_iteration(c, first)) return true;
-  }
-  return false;
+  return in_loop([&](const Call& c) {
+    if (c.method != "step" || c.function != l.function || !loop_contains(loop, start_byte(c.node))) return false;
+    if (is_optimizer(c.receiver)) return !fresh_per_iteration(c, c.receiver);
+    TSNode optimizer = positional_argument(c, 0);  // scaler.step(optimizer)
+    return !is_null(optimizer) && is_optimizer(optimizer) && !fresh_per_iteration(c, optimizer);
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -632,6 +632,10 @@ class Model {
   mutable std::unordered_map<std::string, std::optional<ForeignDefinition>> foreign_cache_;
   mutable std::vector<signed char> isinstance_tests_;  // per function: -1 not asked, else whether it calls isinstance
   NameMap<std::vector<int>> bindings_by_name_;
+  NameMap<int> top_functions_;    // find_function: the first module-level function of each name
+  NameMap<int> classes_by_name_;  // find_class: the first class of each name
+  mutable std::vector<signed char> step_loops_;  // per loop: -1 not asked, else is_step_loop
+  bool step_loop_uncached(int loop) const;
   // What reaching() needs of a name bound many times (`total += loss` on
   // 20,000 lines), built on its first question so that each answer is a
   // binary search, not a scan of every binding of the name.
