@@ -567,7 +567,7 @@ class ModuleTensorCache final : public Check {
       if (entry && (b.name != store.name || subscript_key(m, b.target) != subscript_key(m, store.target))) continue;
       const Function& f = m.functions()[b.function];
       if (f.name == "__init__" || (!entry && m.mentions(b.value, b.name))) continue;
-      if (!without_history(m.value(b.value))) continue;
+      if (!m.value(b.value).without_history()) continue;
       bool called = false;
       for (const Call& c : m.calls()) {
         if (call_name(c) != f.name || c.function < 0) continue;
@@ -581,17 +581,6 @@ class ModuleTensorCache final : public Check {
         elsewhere.push_back(m.classes()[static_cast<size_t>(own_class)].name + "." + f.name);
     }
     return false;
-  }
-
-  // Whether a value carries no history: detached, or a container whose
-  // every known part is (`tuple(h.detach() for h in state)`).
-  static bool without_history(const Value& v) {
-    if (v.grad == Provenance::Detached) return true;
-    if (v.kind != ValueKind::Container || !v.parts) return false;
-    const ValueParts& p = *v.parts;
-    if (p.items.empty() && !p.element) return false;
-    return std::all_of(p.items.begin(), p.items.end(), [](const Value& i) { return without_history(i); }) &&
-           (!p.element || without_history(*p.element));
   }
 
   // The key of a subscript target (`"hidden"` of `self.state["hidden"]`), as written.

@@ -331,7 +331,7 @@ class MissingZeroGrad final : public Check {
   // The first optimizer step() called directly in `loop` (same function).
   static const Call* optimizer_step(const Model& m, int loop) {
     const Loop& l = m.loops()[loop];
-    for (const Call& c : m.calls()) {
+    for (const Call& c : m.calls_in(l.start, l.end)) {
       if (c.function != l.function || !m.loop_contains(loop, start_byte(c.node))) continue;
       if (!is_null(m.stepped_optimizer(c))) return &c;
     }
@@ -451,14 +451,9 @@ class MissingZeroGrad final : public Check {
     if (index.grad_store_in(start, end) &&
         m.source().text().substr(start, end - start).find(".grad") != std::string_view::npos)
       return true;
-    // Calls are in source order: only those in [start, end) are visited.
-    const auto& calls = m.calls();
-    auto first = std::lower_bound(calls.begin(), calls.end(), start,
-                                  [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
-    for (auto it = first; it != calls.end() && start_byte(it->node) < end; ++it) {
-      const Call& c = *it;
+    for (const Call& c : m.calls_in(start, end)) {
       if (skip && skip->count(&c)) continue;
-      const ClearingIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(it - calls.begin()));
+      const ClearingIndex::CallInfo& info = call_info(m, index, static_cast<size_t>(&c - m.calls().data()));
       if (info.clears) return true;
       if (depth >= kMaxCallDepth) continue;
       int callee = info.plain ? info.plain_callee : info.self_receiver ? self_callee(m, c, function) : -1;

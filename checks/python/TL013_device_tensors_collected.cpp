@@ -422,11 +422,8 @@ class DeviceTensorsCollected final : public Check {
 
   static bool trains(const Model& m, int loop) {
     const Loop& l = m.loops()[loop];
-    const auto& calls = m.calls();
-    auto it = std::lower_bound(calls.begin(), calls.end(), l.start,
-                               [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
-    for (; it != calls.end() && start_byte(it->node) < l.end; ++it)
-      if (it->function == l.function && m.is_backward_call(*it)) return true;
+    for (const Call& c : m.calls_in(l.start, l.end))
+      if (c.function == l.function && m.is_backward_call(c)) return true;
     return false;
   }
 

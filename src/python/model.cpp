@@ -1122,6 +1122,13 @@ const Function* Model::find_method(int cls, std::string_view name) const {
   return nullptr;
 }
 
+std::span<const Call> Model::calls_in(uint32_t start, uint32_t end) const {
+  auto by_start = [](const Call& c, uint32_t at) { return start_byte(c.node) < at; };
+  auto first = std::lower_bound(calls_.begin(), calls_.end(), start, by_start);
+  auto last = std::lower_bound(first, calls_.end(), end, by_start);
+  return {first, last};
+}
+
 const Function* Model::find_function(std::string_view name) const {
   auto it = top_functions_.find(name);
   return it == top_functions_.end() ? nullptr : &functions_[static_cast<size_t>(it->second)];
@@ -2366,14 +2373,9 @@ bool Model::is_step_loop(int loop) const {
 
 bool Model::step_loop_uncached(int loop) const {
   const Loop& l = loops_[loop];
-  // The calls in the loop's node, in source order like the table.
-  auto first = std::lower_bound(calls_.begin(), calls_.end(), start_byte(l.node),
-                                [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
-  auto in_loop = [&](auto&& visit) {
-    for (auto it = first; it != calls_.end() && start_byte(it->node) < end_byte(l.node); ++it)
-      if (visit(*it)) return true;
-    return false;
-  };
+  // The calls in the loop's node.
+  std::span<const Call> calls = calls_in(start_byte(l.node), end_byte(l.node));
+  auto in_loop = [&](auto&& visit) { return std::any_of(calls.begin(), calls.end(), visit); };
   // Loops are in source order: the ones nested in `loop` follow it.
   for (size_t i = static_cast<size_t>(loop); i < loops_.size(); ++i) {
     const Loop& inner = loops_[i];

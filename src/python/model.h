@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -64,6 +65,9 @@ struct Value {
   // The same, counting only tensors of more than one element: a loss or a
   // full reduction per batch keeps device memory small.
   bool holds_device_tensors() const;
+  // Whether the value carries no autograd history: detached, or a container
+  // every known part of which carries none (`tuple(h.detach() for h in hs)`).
+  bool without_history() const;
   // What a position, a field, or any element holds; Unknown when not known.
   Value item(size_t index) const;
   Value field(std::string_view name) const;
@@ -255,6 +259,9 @@ class Model {
   const std::vector<Loop>& loops() const { return loops_; }
   const std::vector<Binding>& bindings() const { return bindings_; }
   const std::vector<Call>& calls() const { return calls_; }
+  // The calls that start in [start, end), in source order (the table is in
+  // source order: a binary search, not a scan of the file's calls).
+  std::span<const Call> calls_in(uint32_t start, uint32_t end) const;
   const std::vector<TSNode>& comments() const { return comments_; }  // in source order
   const std::vector<Reference>& references() const { return references_; }  // in source order
 

@@ -257,6 +257,14 @@ bool Value::holds_device_tensors() const {
   return any_part(*this, [](const Value& v) { return v.device == Device::Accelerator && !v.scalar; });
 }
 
+bool Value::without_history() const {
+  if (grad == Provenance::Detached) return true;
+  if (kind != ValueKind::Container || !parts) return false;
+  if (parts->items.empty() && !parts->element) return false;
+  return std::all_of(parts->items.begin(), parts->items.end(), [](const Value& i) { return i.without_history(); }) &&
+         (!parts->element || parts->element->without_history());
+}
+
 bool Value::on_accelerator() const {
   return any_part(*this, [](const Value& v) { return v.device == Device::Accelerator; });
 }
@@ -1816,12 +1824,8 @@ bool Model::runs_module_per_item(int loop) const {
       for (uint32_t i = 0; i < ts_node_named_child_count(n); ++i) work.push_back(ts_node_named_child(n, i));
     }
   };
-  // Calls are in source order: only those from the loop's start on are read.
-  auto first = std::lower_bound(calls_.begin(), calls_.end(), l.start,
-                                [](const Call& c, uint32_t at) { return start_byte(c.node) < at; });
   bool runs = false;
-  for (auto it = first; it != calls_.end() && start_byte(it->node) < l.end; ++it) {
-    const Call& c = *it;
+  for (const Call& c : calls_in(l.start, l.end)) {
     if (c.function != l.function || !loop_contains(loop, start_byte(c.node))) continue;
     if (!runs_module(c)) continue;
     bool carried = false, fresh = false;

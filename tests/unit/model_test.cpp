@@ -1687,6 +1687,9 @@ def f(model, x):
   EXPECT_EQ(p.last("kept").element().grad, Provenance::Detached);
   EXPECT_NE(p.last("joined").element().grad, Provenance::Detached);
   EXPECT_EQ(p.last("listed").element().grad, Provenance::Detached);
+  EXPECT_TRUE(p.last("kept").without_history());  // a container of detached tensors
+  EXPECT_FALSE(p.last("joined").without_history());
+  EXPECT_FALSE(p.last("hs").without_history());
 }
 
 TEST(ModelValue, IsinstanceGuardedReturnsFollowTheArgument) {
