@@ -8,35 +8,33 @@
 // RNG itself, so numpy's global RNG only counts when target-torch-version is
 // older than 1.9.
 //
-// The dataset class usually lives in another file than the DataLoader, so the
-// work is split in two:
-//  - collect: every file records, per class, per method and per module-level
-//    function, what its code reads (self attributes, module-level names,
-//    imported names, methods it calls, numpy's global RNG) and which
-//    attributes and module-level names hold generators or other objects.
-//  - check: each DataLoader call that starts workers without a
-//    worker_init_fn is deferred with the dataset's class and constructor
-//    arguments; once every file's facts are in, the resolver follows the
-//    dataset's `__getitem__` / `__iter__` through methods, base classes,
-//    helper functions and transform objects, looking for a generator that is
-//    drawn from but never re-created or re-seeded inside the worker.
+// At each DataLoader that starts workers without a worker_init_fn, the
+// dataset argument is followed to the classes it is built from, and from
+// their `__getitem__` / `__iter__` through methods, base classes, helper
+// functions and the transform objects they hold, to a generator that is
+// drawn from but never re-created or re-seeded inside the worker. Classes,
+// helpers and module-level names of other files are found through the
+// imports of the file naming them (the engine's import resolution), so a
+// class of the same name in an unrelated file never answers; what a file
+// holds is read from its model, on demand, as typed references.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
 #include <cctype>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <unordered_set>
-#include <string>
 #include <vector>
 
 #include "checks/python/check.h"
-#include "python/fold.h"
 #include "core/project_index.h"
+#include "python/fold.h"
 
 namespace torchleak::python {
 
@@ -45,17 +43,7 @@ namespace {
 // ---------------------------------------------------------------------------
 // Vocabulary.
 
-constexpr char kSep = '\x1f';  // separates the fields of a fact value
-
-// rng-class values: def<method> for each method, bound<attr> for each
-// attribute assigned in a method, attr<attr><ValueRef> for what it holds,
-// default<parameter><ValueRef> for what __init__'s defaults hold.
-constexpr std::string_view kClassFact = "rng-class";        // key: class name
-constexpr std::string_view kMethodFact = "rng-method";      // key: "Class.method"
-constexpr std::string_view kFunctionFact = "rng-function";  // key: module-level function name
-constexpr std::string_view kGlobalFact = "rng-global";      // key: module-level variable name
-
-// The kinds of generator objects, as written in facts.
+// The kinds of generator objects.
 constexpr std::string_view kNumpyGenerator = "numpy.random.Generator";
 constexpr std::string_view kRandomState = "numpy.random.RandomState";
 constexpr std::string_view kPyRandom = "random.Random";
@@ -103,124 +91,6 @@ bool capitalized(std::string_view dotted) {
   return !last.empty() && std::isupper(static_cast<unsigned char>(last[0]));
 }
 
-std::string module_of(std::string_view qualified) {
-  auto dot = qualified.rfind('.');
-  return dot == std::string_view::npos ? std::string() : std::string(qualified.substr(0, dot));
-}
-
-// A field never contains the separator, even when source text does.
-void append_field(std::string& out, std::string_view field) {
-  size_t at = out.size();
-  out.append(field);
-  if (field.find(kSep) != std::string_view::npos) std::replace(out.begin() + static_cast<std::ptrdiff_t>(at), out.end(), kSep, ' ');
-}
-
-// Into a buffer the caller reuses: most values a function's reads encode
-// are already recorded, and looking them up needs no new string.
-void encode_into(std::string& out, std::initializer_list<std::string_view> fields) {
-  out.clear();
-  bool first = true;
-  for (auto f : fields) {
-    if (!first) out += kSep;
-    first = false;
-    append_field(out, f);
-  }
-}
-
-std::string encode(std::initializer_list<std::string_view> fields) {
-  std::string out;
-  encode_into(out, fields);
-  return out;
-}
-
-// Whether the source text of an expression may hold a name: an identifier
-// outside string literals and comments, other than True, False and None.
-// The values ValueCollector records all start from a name, so a table of
-// numbers and plain strings (thousands of nodes to visit) holds none.
-// Anything this scan does not follow exactly (an f-string, which may hold
-// expressions, a keyword, a non-ASCII byte, an unterminated string) counts
-// as a name; the caller also skips it on a tree with parse errors.
-bool may_hold_name(std::string_view t) {
-  auto string_prefix = [](std::string_view w) {  // not f or t: those strings may hold expressions
-    if (w.empty() || w.size() > 2) return false;
-    std::string lower;
-    for (char ch : w) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    return lower == "r" || lower == "u" || lower == "b" || lower == "br" || lower == "rb";
-  };
-  size_t i = 0, n = t.size();
-  while (i < n) {
-    char c = t[i];
-    if (c == '#') {
-      i = t.find('\n', i);
-      if (i == std::string_view::npos) return false;
-    } else if (c == '"' || c == '\'') {
-      bool triple = i + 2 < n && t[i + 1] == c && t[i + 2] == c;
-      size_t j = i + (triple ? 3 : 1);
-      while (true) {
-        if (j >= n) return true;
-        if (t[j] == '\\') {
-          j += 2;
-        } else if (t[j] == c && (!triple || (j + 2 < n && t[j + 1] == c && t[j + 2] == c))) {
-          i = j + (triple ? 3 : 1);
-          break;
-        } else if (t[j] == '\n' && !triple) {
-          return true;
-        } else {
-          ++j;
-        }
-      }
-    } else if (c >= '0' && c <= '9') {
-      while (i < n && (word_byte(t[i]) || t[i] == '.')) ++i;  // 0x1F, 1e5, 2j, 1_000, 1.5
-    } else if (word_byte(c)) {
-      size_t start = i;
-      while (i < n && word_byte(t[i])) ++i;
-      std::string_view w = t.substr(start, i - start);
-      if (i < n && (t[i] == '"' || t[i] == '\'')) {
-        if (!string_prefix(w)) return true;
-      } else if (w != "True" && w != "False" && w != "None") {
-        return true;
-      }
-    } else if (static_cast<unsigned char>(c) >= 0x80) {
-      return true;
-    } else {
-      ++i;
-    }
-  }
-  return false;
-}
-
-uint32_t to_line(std::string_view s) {
-  uint32_t n = 0;
-  for (char ch : s) {
-    if (ch < '0' || ch > '9' || n > 100'000'000) return 0;
-    n = n * 10 + static_cast<uint32_t>(ch - '0');
-  }
-  return n;
-}
-
-std::vector<std::string> split(std::string_view s) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    size_t p = s.find(kSep, start);
-    out.emplace_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
-
-std::vector<std::string> split_list(std::string_view s) {
-  std::vector<std::string> out;
-  while (!s.empty()) {
-    size_t comma = s.find(',');
-    out.emplace_back(s.substr(0, comma));
-    if (comma == std::string_view::npos) break;
-    s.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
 // One line of source, for messages: the text of `n` if it fits on a line.
 std::string one_line(const Model& m, TSNode n) {
   std::string_view t = m.text(n);
@@ -229,174 +99,125 @@ std::string one_line(const Model& m, TSNode n) {
 }
 
 // ---------------------------------------------------------------------------
-// Where a value comes from: a generator constructor, an object of some class,
-// a module-level name or function (resolved through the index), or a
-// constructor parameter (resolved against the arguments at the DataLoader).
+// Typed references: a class, a function or a module-level variable of some
+// file of the project, each with the model of its file.
 
-struct ValueRef {
-  char kind = 0;  // 'G' generator, 'C' object of a class, 'R' name, 'P' parameter
-  // G: generator kind, display text, line, constructor text, where created,
-  //    path from the holder ("" the value itself, "?" somewhere inside it)
-  // C: qualified class, path from the holder ("" the value itself, "?" unknown),
-  //    the arguments given ("#0,#1,name"; "*" when a splat hides them)
-  // R: qualified name
-  // P: parameter name, index (without self), "1" when the value is the parameter itself
-  std::array<std::string, 6> f;
-
-  std::string encoded() const {
-    std::string out(1, kind);
-    for (const auto& x : f) {
-      out += kSep;
-      append_field(out, x);
-    }
-    return out;
-  }
-  static std::optional<ValueRef> decode(const std::vector<std::string>& parts, size_t from) {
-    if (parts.size() < from + 7 || parts[from].size() != 1) return std::nullopt;
-    ValueRef r;
-    r.kind = parts[from][0];
-    for (size_t i = 0; i < r.f.size(); ++i) r.f[i] = parts[from + 1 + i];
-    return r;
-  }
+struct ClassRef {
+  const Model* m = nullptr;
+  int cls = -1;
+  explicit operator bool() const { return m && cls >= 0; }
+  auto operator<=>(const ClassRef&) const = default;
 };
 
-// Per-file lookups the collectors share, built once: the model answers these
-// questions by scanning, which is too slow when asked for every name read.
-// Built for every file, so kept to a few flat arrays.
+struct FunctionRef {
+  const Model* m = nullptr;
+  int function = -1;
+  auto operator<=>(const FunctionRef&) const = default;
+};
+
+// What a module-level or imported name stands for: a function, or a
+// variable (its last module-level binding).
+struct Target {
+  const Model* m = nullptr;
+  int function = -1;
+  const Binding* global = nullptr;
+};
+
+int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
+int index_of(const Model& m, const Class* c) { return c ? static_cast<int>(c - m.classes().data()) : -1; }
+
+// The class an expression names in `m`: a module-level class of the file,
+// or one that an import names in another file of the project.
+ClassRef resolve_class(const Model& m, TSNode expr) {
+  expr = unparenthesize(expr);
+  if (auto def = m.imported_definition(expr); def && def->cls >= 0) return {def->model, def->cls};
+  if (kind_of(expr) != Kind::Identifier) return {};
+  std::string_view name = m.text(expr);
+  const Class* c = m.find_class(name);
+  if (!c || c->function >= 0) return {};
+  if (const Binding* b = m.reaching(name, start_byte(expr), m.function_at(start_byte(expr)));
+      b && b->kind == BindingKind::Import)
+    return {};  // an import of something the project does not define
+  return {&m, index_of(m, c)};
+}
+
+// What an imported name (or `module.NAME`) stands for in another file.
+std::optional<Target> imported_target(const Model& m, TSNode expr) {
+  auto def = m.imported_definition(expr);
+  if (!def || !def->model) return std::nullopt;
+  if (def->function) return Target{def->model, index_of(*def->model, def->function), nullptr};
+  if (def->binding && def->binding->kind == BindingKind::Assign) return Target{def->model, -1, def->binding};
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------
+// What the collectors ask about a file's names, answered from the model's
+// bindings and calls; a function's reads are asked only of the files a
+// dataset's code reaches.
 class FileIndex {
  public:
-  // Everything the collectors ask about one name, found with one lookup.
-  struct Name {
-    std::string_view text;
-    const Binding* module = nullptr;  // the last module-level binding (not in a class body)
-    bool module_function = false;     // a module-level def
-    // The functions binding it other than by `global` (only for a name the
-    // module binds), and those declaring it `global`: ranges of binders_ and
-    // globals_, sorted.
-    uint32_t binders_begin = 0, binders_end = 0;
-    uint32_t globals_begin = 0, globals_end = 0;
-  };
+  explicit FileIndex(const Model& m) : m_(m) {}
 
-  explicit FileIndex(const Model& m) : m_(m) {
-    const auto& fns = m.functions();
-    std::vector<int> root(fns.size());
-    has_globals_.resize(fns.size());
-    ids_.reserve(fns.size() + m.bindings().size() / 4);
-    for (size_t i = 0; i < fns.size(); ++i) {
-      int r = static_cast<int>(i);
-      while (fns[r].cls < 0 && fns[r].parent >= 0) r = fns[r].parent;
-      root[i] = r;
-      if (fns[i].parent < 0 && fns[i].cls < 0) names_[intern(fns[i].name)].module_function = true;
-    }
-    for (const Class& c : m.classes()) {
-      TSNode body = field(c.node, "body");
-      class_bodies_.push_back({start_byte(body), end_byte(body)});
-    }
-    class_body_bindings_.resize(m.classes().size());
-    std::vector<char> functions_with_classes(fns.size() + 1);  // by function + 1
-    for (const Class& c : m.classes()) functions_with_classes[static_cast<size_t>(c.function + 1)] = 1;
-    std::vector<std::pair<uint32_t, int>> binders, globals;  // name id, function
-    root_bindings_start_.assign(fns.size() + 1, 0);
-    for (const Binding& b : m.bindings()) {
-      int cls = functions_with_classes[static_cast<size_t>(b.function + 1)] ? class_body_of(b.start, b.function) : -1;
-      if (cls >= 0) class_body_bindings_[cls].push_back(&b);
-      if (b.function >= 0) {
-        if (b.kind == BindingKind::Global) {
-          globals.push_back({intern(b.name), b.function});
-          has_globals_[b.function] = 1;
-        }
-        ++root_bindings_start_[static_cast<size_t>(root[b.function]) + 1];
-        continue;
-      }
-      if (cls >= 0 || b.kind == BindingKind::Global || b.kind == BindingKind::SubscriptStore) continue;
-      const Binding*& last = names_[intern(b.name)].module;
-      if (!last || b.start > last->start) last = &b;
-    }
-    for (const Name& name : names_)
-      if (name.module || name.module_function) module_names_.add(name.text);
-    // Which functions bind a name matters only for the names the module
-    // binds: a local shadowing one of them. The others are not looked up.
-    for (const Binding& b : m.bindings()) {
-      if (b.function < 0 || b.kind == BindingKind::Global || !module_names_.may_hold(b.name)) continue;
-      auto it = ids_.find(std::string_view(b.name));
-      if (it == ids_.end()) continue;
-      const Name& name = names_[it->second];
-      if (name.module || name.module_function) binders.push_back({it->second, b.function});
-    }
-    ranges(binders, binders_, &Name::binders_begin, &Name::binders_end);
-    ranges(globals, globals_, &Name::globals_begin, &Name::globals_end);
-    // Each root's bindings and calls, in the model's order, by counting.
-    for (size_t i = 0; i < fns.size(); ++i) root_bindings_start_[i + 1] += root_bindings_start_[i];
-    root_bindings_.resize(root_bindings_start_.back());
-    std::vector<uint32_t> next(root_bindings_start_.begin(), root_bindings_start_.end() - 1);
-    for (const Binding& b : m.bindings())
-      if (b.function >= 0) root_bindings_[next[static_cast<size_t>(root[b.function])]++] = &b;
-    root_calls_start_.assign(fns.size() + 1, 0);
-    for (const Call& c : m.calls())
-      if (c.function >= 0) ++root_calls_start_[static_cast<size_t>(root[c.function]) + 1];
-    for (size_t i = 0; i < fns.size(); ++i) root_calls_start_[i + 1] += root_calls_start_[i];
-    root_calls_.resize(root_calls_start_.back());
-    next.assign(root_calls_start_.begin(), root_calls_start_.end() - 1);
-    for (const Call& c : m.calls())
-      if (c.function >= 0) root_calls_[next[static_cast<size_t>(root[c.function])]++] = &c;
-  }
-
-  // Whether `name` may be one the module binds (a module-level binding or
-  // def): false for most locals and builtins, without hashing the name.
-  bool may_be_module_name(std::string_view name) const { return module_names_.may_hold(name); }
-  // What the file binds under `name`, or null when it never binds it.
-  // (Which functions bind it is known only for the names the module binds.)
-  const Name* name(std::string_view name) const {
-    auto it = ids_.find(name);
-    return it == ids_.end() ? nullptr : &names_[it->second];
-  }
-  // Module-level bindings (not in a class body): the last one of each name,
-  // in no particular order.
-  template <class F>
-  void for_each_module_binding(F&& f) const {
-    for (const Name& name : names_)
-      if (name.module) f(name.module);
-  }
-  // Bindings directly in the body of class `cls` (class attributes).
-  const std::vector<const Binding*>& class_body_bindings(int cls) const { return class_body_bindings_[cls]; }
-  // The module-level binding of `name` (not one in a class body), if any.
+  // The last module-level binding of `name` outside class bodies (an
+  // assignment, an import, ...), or null.
   const Binding* module_binding(std::string_view name) const {
-    const Name* n = this->name(name);
-    return n ? n->module : nullptr;
+    auto [it, fresh] = module_bindings_.try_emplace(std::string(name), nullptr);
+    if (!fresh) return it->second;
+    for (const Binding* b : m_.bindings_of(name, -1)) {
+      if (b->kind == BindingKind::Global || b->kind == BindingKind::SubscriptStore) continue;
+      if (class_body_of(b->start, -1) >= 0) continue;
+      if (!it->second || b->start > it->second->start) it->second = b;
+    }
+    return it->second;
   }
-  bool is_module_function(std::string_view name) const {
-    const Name* n = this->name(name);
-    return n && n->module_function;
-  }
+  bool is_module_function(std::string_view name) const { return m_.find_function(name) != nullptr; }
   // Whether `function` itself binds `name` (a local, a parameter, an import),
   // other than through `global name`.
-  bool binds(const Name& name, int function) const {
-    return function >= 0 && has(binders_, name.binders_begin, name.binders_end, function) &&
-           !has(globals_, name.globals_begin, name.globals_end, function);
+  bool binds(std::string_view name, int function) const {
+    if (function < 0 || declares_global(function, name)) return false;
+    for (const Binding* b : m_.bindings_of(name, function))
+      if (b->kind != BindingKind::Global) return true;
+    return false;
   }
-  bool binds_anywhere(const Name& name) const { return name.binders_begin != name.binders_end; }
   bool declares_global(int function, std::string_view name) const {
-    if (function < 0 || !has_globals_[function]) return false;
-    const Name* n = this->name(name);
-    return n && has(globals_, n->globals_begin, n->globals_end, function);
+    if (function < 0) return false;
+    for (const Binding* b : m_.bindings_of(name, function))
+      if (b->kind == BindingKind::Global) return true;
+    return false;
   }
   // Bindings and calls of a method or module-level function and the
-  // functions nested in it.
-  std::span<const Binding* const> bindings_of_root(int function) const {
-    return std::span<const Binding* const>(root_bindings_).subspan(
-        root_bindings_start_[function], root_bindings_start_[function + 1] - root_bindings_start_[function]);
+  // functions nested in it (not the methods of a class nested in it).
+  std::vector<const Binding*> bindings_of_root(int function) const {
+    std::vector<const Binding*> out;
+    const Function& f = m_.functions()[function];
+    uint32_t start = start_byte(f.node), end = end_byte(f.node);
+    for (const Binding& b : m_.bindings())
+      if (b.function >= 0 && b.start >= start && b.start < end && root(b.function) == function) out.push_back(&b);
+    return out;
   }
-  std::span<const Call* const> calls_of_root(int function) const {
-    return std::span<const Call* const>(root_calls_).subspan(
-        root_calls_start_[function], root_calls_start_[function + 1] - root_calls_start_[function]);
+  std::vector<const Call*> calls_of_root(int function) const {
+    std::vector<const Call*> out;
+    const Function& f = m_.functions()[function];
+    for (const Call& c : m_.calls_in(start_byte(f.node), end_byte(f.node)))
+      if (c.function >= 0 && root(c.function) == function) out.push_back(&c);
+    return out;
   }
-
+  // Bindings directly in the body of class `cls` (class attributes).
+  std::vector<const Binding*> class_body_bindings(int cls) const {
+    std::vector<const Binding*> out;
+    const Class& c = m_.classes()[cls];
+    for (const Binding& b : m_.bindings())
+      if (b.function == c.function && class_body_of(b.start, b.function) == cls) out.push_back(&b);
+    return out;
+  }
   // The innermost class whose body (not a method) directly holds `byte`.
   int class_body_of(uint32_t byte, int function) const {
     int best = -1;
-    for (size_t i = 0; i < class_bodies_.size(); ++i) {
-      if (m_.classes()[i].function != function) continue;
-      if (class_bodies_[i].first <= byte && byte < class_bodies_[i].second) best = static_cast<int>(i);
+    for (size_t i = 0; i < m_.classes().size(); ++i) {
+      const Class& c = m_.classes()[i];
+      if (c.function != function) continue;
+      TSNode body = field(c.node, "body");
+      if (start_byte(body) <= byte && byte < end_byte(body)) best = static_cast<int>(i);
     }
     return best;
   }
@@ -410,62 +231,49 @@ class FileIndex {
   }
 
  private:
-  uint32_t intern(std::string_view name) {
-    auto [it, fresh] = ids_.try_emplace(name, static_cast<uint32_t>(names_.size()));
-    if (fresh) names_.emplace_back().text = name;
-    return it->second;
+  // The method or module-level function holding `function`.
+  int root(int function) const {
+    const auto& fns = m_.functions();
+    while (fns[function].cls < 0 && fns[function].parent >= 0) function = fns[function].parent;
+    return function;
   }
-  // Sorts (name, function) pairs into `out` and gives each name its range.
-  void ranges(std::vector<std::pair<uint32_t, int>>& pairs, std::vector<int>& out, uint32_t Name::*begin,
-              uint32_t Name::*end) {
-    std::sort(pairs.begin(), pairs.end());
-    pairs.erase(std::unique(pairs.begin(), pairs.end()), pairs.end());
-    out.reserve(pairs.size());
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      Name& name = names_[pairs[i].first];
-      if (i == 0 || pairs[i - 1].first != pairs[i].first) name.*begin = static_cast<uint32_t>(i);
-      name.*end = static_cast<uint32_t>(i + 1);
-      out.push_back(pairs[i].second);
-    }
-  }
-  static bool has(const std::vector<int>& list, uint32_t begin, uint32_t end, int function) {
-    return std::binary_search(list.begin() + begin, list.begin() + end, function);
-  }
-
-  // A filter on names: a bit for each (length, first, last character) seen.
-  class NameFilter {
-   public:
-    void add(std::string_view name) { bits_[bit(name) / 64] |= uint64_t{1} << (bit(name) % 64); }
-    bool may_hold(std::string_view name) const { return bits_[bit(name) / 64] >> (bit(name) % 64) & 1; }
-
-   private:
-    static size_t bit(std::string_view name) {
-      if (name.empty()) return 0;
-      return (name.size() * 131 + static_cast<unsigned char>(name.front()) * 31 +
-              static_cast<unsigned char>(name.back())) % 1024;
-    }
-    std::array<uint64_t, 16> bits_{};
-  };
 
   const Model& m_;
-  NameFilter module_names_;  // the names with a module-level binding or def
-  std::vector<char> has_globals_;  // by function: whether it declares any name `global`
-  // Keys view the names held by the model's bindings and functions.
-  std::unordered_map<std::string_view, uint32_t> ids_;
-  std::vector<Name> names_;  // by id
-  std::vector<int> binders_, globals_;
-  std::vector<const Binding*> root_bindings_;  // grouped by root function
-  std::vector<uint32_t> root_bindings_start_;  // by root function, and one past the last
-  std::vector<const Call*> root_calls_;
-  std::vector<uint32_t> root_calls_start_;
-  std::vector<std::pair<uint32_t, uint32_t>> class_bodies_;
-  std::vector<std::vector<const Binding*>> class_body_bindings_;
+  mutable std::unordered_map<std::string, const Binding*> module_bindings_;
+};
+
+// Where a value comes from: a generator constructor, an object of some class,
+// a module-level or imported name (a helper function, a variable), or a
+// constructor parameter (resolved against the arguments at the DataLoader).
+struct ValueRef {
+  enum class Kind : uint8_t { Generator, Object, Name, Parameter };
+  Kind kind = Kind::Generator;
+  // Generator and Object: the path from the holder ("" the value itself,
+  // "?" somewhere inside it, ".transforms[0]" a Compose's first transform).
+  std::string path;
+  // Generator: its kind, how it reads in a message, the constructor as
+  // written, where it is created (the model, its line, the scope).
+  std::string_view generator;
+  std::string display, ctor, where;
+  const Model* model = nullptr;
+  uint32_t line = 0;
+  // Object: its class (empty when not of the project), as called, and the
+  // arguments given ("#0", "#1", keyword names; nullopt when a splat hides them).
+  ClassRef cls;
+  std::string qualified;
+  std::optional<std::vector<std::string>> given;
+  // Name.
+  Target target;
+  std::string name;
+  // Parameter: its name, its position (without self), whether the value is the parameter itself.
+  size_t index = 0;
+  bool itself = false;
 };
 
 class ValueCollector {
  public:
   // `init` is the function whose parameters count as constructor parameters.
-  // `owner` is the class whose facts are being collected (-1 at a
+  // `owner` is the class whose attributes are being collected (-1 at a
   // DataLoader's site): a `self.x` read in its methods follows the class's
   // bindings of `self.x`, with its __init__'s parameters as constructor
   // parameters; elsewhere a parameter is followed to the calls of its
@@ -490,18 +298,7 @@ class ValueCollector {
       case Kind::Attribute: {
         if (self_attribute(expr, path, out, depth)) return;
         // module.NAME, where `module` is an imported module.
-        std::string_view head_name = m_.text(expr);
-        if (plain_dotted_name(head_name)) {
-          head_name = head_name.substr(0, head_name.find('.'));
-        } else {
-          TSNode head = expr;
-          while (kind_of(head) == Kind::Attribute) head = unparenthesize(field(head, "object"));
-          if (kind_of(head) != Kind::Identifier) return;
-          head_name = m_.text(head);
-        }
-        const Binding* b = file_.module_binding(head_name);
-        if (!b || b->kind != BindingKind::Import) return;
-        if (std::string q = m_.qualify(expr); !q.empty()) out.push_back({'R', {std::move(q)}});
+        if (auto t = imported_target(m_, expr)) name(*t, m_.text(attribute_name(expr)), out);
         return;
       }
       case Kind::ConditionalExpression:
@@ -512,23 +309,29 @@ class ValueCollector {
       case Kind::Tuple:
       case Kind::Set:
       case Kind::Dictionary:
-        if (!may_hold_name(expr)) return;
         for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
       default:
-        if (kind_of(expr) == Kind::Other && may_hold_name(expr))  // a dictionary pair, a splat: look inside
+        if (kind_of(expr) == Kind::Other)  // a dictionary pair, a splat: look inside
           for_each_named_child(expr, [&](TSNode c) { collect(c, "?", out, depth + 1); });
         return;
     }
   }
 
  private:
+  static void name(const Target& t, std::string_view name, std::vector<ValueRef>& out) {
+    ValueRef r;
+    r.kind = ValueRef::Kind::Name;
+    r.target = t;
+    r.name = std::string(name);
+    out.push_back(std::move(r));
+  }
+
   void call(TSNode expr, std::string path, std::vector<ValueRef>& out, int depth) const {
     TSNode func = unparenthesize(call_function(expr));
     // torch.Generator().manual_seed(0) returns the generator it seeds.
-    if (kind_of(func) == Kind::Attribute && ends_with_reseed(m_.text(func)) &&
-        kind_of(unparenthesize(field(func, "object"))) == Kind::Call &&
-        one_of(m_.text(field(func, "attribute")), kReseedMethods)) {
+    if (kind_of(func) == Kind::Attribute && one_of(m_.text(field(func, "attribute")), kReseedMethods) &&
+        kind_of(unparenthesize(field(func, "object"))) == Kind::Call) {
       TSNode inner = unparenthesize(field(func, "object"));
       if (!generator_kind(m_.qualify(field(inner, "function"))).empty())
         return call(inner, std::move(path), out, depth);
@@ -545,21 +348,31 @@ class ValueCollector {
         }
         if (k == Kind::Block || k == Kind::Module || k == Kind::ArgumentList) break;
       }
-      std::string display = one_line(m_, shown);
-      if (display.empty()) display = one_line(m_, expr);
-      if (display.empty()) display = std::string(m_.text(func)) + "(...)";
-      out.push_back({'G',
-                     {std::string(kind), display, std::to_string(m_.position(expr).line),
-                      std::string(m_.text(func)), file_.where_created(expr), path}});
+      ValueRef g;
+      g.kind = ValueRef::Kind::Generator;
+      g.path = std::move(path);
+      g.generator = kind;
+      g.display = one_line(m_, shown);
+      if (g.display.empty()) g.display = one_line(m_, expr);
+      if (g.display.empty()) g.display = std::string(m_.text(func)) + "(...)";
+      g.ctor = std::string(m_.text(func));
+      g.where = file_.where_created(expr);
+      g.model = &m_;
+      g.line = m_.position(expr).line;
+      out.push_back(std::move(g));
       return;
     }
     TSNode args = call_arguments(expr);
     if (!callee.empty() && capitalized(callee)) {
       // The object first, then what its arguments hold, in one pass over them.
       size_t object = out.size();
-      out.push_back({'C', {callee, path, ""}});
-      // The arguments given, as "#0,#1,name", or "*" when a splat hides them.
-      std::string keys;
+      ValueRef o;
+      o.kind = ValueRef::Kind::Object;
+      o.cls = resolve_class(m_, func);
+      o.qualified = callee;
+      o.path = path;
+      out.push_back(std::move(o));
+      std::vector<std::string> keys;
       uint32_t position = 0;
       bool splat = false;
       // Compose([A(), B()]) keeps its transforms in `.transforms`.
@@ -571,13 +384,8 @@ class ValueCollector {
         if (k == Kind::ListSplat || k == Kind::DictionarySplat) {
           splat = true;
         } else if (k != Kind::Comment && !splat) {
-          if (!keys.empty()) keys += ',';
-          if (k == Kind::KeywordArgument) {
-            keys += m_.text(keyword_name(a));
-          } else {
-            keys += '#';
-            keys += std::to_string(position++);
-          }
+          keys.push_back(k == Kind::KeywordArgument ? std::string(m_.text(keyword_name(a)))
+                                                    : "#" + std::to_string(position++));
         }
         if (k == Kind::KeywordArgument) a = keyword_value(a);
         a = unparenthesize(a);
@@ -589,7 +397,7 @@ class ValueCollector {
         }
         collect(a, "?", out, depth + 1);
       });
-      out[object].f[2] = splat ? "*" : std::move(keys);
+      if (!splat) out[object].given = std::move(keys);
       return;
     }
     // A factory function: what it builds is not known here, but objects made
@@ -600,40 +408,31 @@ class ValueCollector {
       const CallModel* model = m_.library().call(callee);
       if (model && (model->kind == ValueKind::Tensor || model->kind == ValueKind::Number)) return;
     }
-    if (!may_hold_name(args)) return;
     for_each_named_child(args, [&](TSNode a) {
       if (kind_of(a) == Kind::KeywordArgument) a = keyword_value(a);
       collect(a, "?", out, depth + 1);
     });
   }
 
-  // Whether `text` ends with the name of a method that re-seeds a generator
-  // (a quick test before looking for the attribute in the tree).
-  static bool ends_with_reseed(std::string_view text) {
-    return std::any_of(kReseedMethods.begin(), kReseedMethods.end(),
-                       [&](std::string_view m) { return ends_with(text, m); });
-  }
-
-  // The values recorded all start from a name: a table of constants holds
-  // none, and scanning its text is cheaper than visiting its nodes.
-  bool may_hold_name(TSNode n) const {
-    return is_null(n) || ts_node_has_error(n) || torchleak::python::may_hold_name(m_.text(n));
-  }
-
   void identifier(TSNode expr, const std::string& path, std::vector<ValueRef>& out, int depth) const {
-    std::string_view name = m_.text(expr);
+    std::string_view text = m_.text(expr);
     if (init_) {
       const auto& params = init_->params;
-      auto it = std::find(params.begin(), params.end(), name);
+      auto it = std::find(params.begin(), params.end(), text);
       if (it != params.end() && it != params.begin()) {
-        out.push_back({'P', {std::string(name), std::to_string(it - params.begin() - 1), path.empty() ? "1" : "0"}});
+        ValueRef p;
+        p.kind = ValueRef::Kind::Parameter;
+        p.name = std::string(text);
+        p.index = static_cast<size_t>(it - params.begin() - 1);
+        p.itself = path.empty();
+        out.push_back(std::move(p));
         return;
       }
     }
     // At module level reaching() can only give a module-level binding: the
     // lookup below answers that.
     if (int fn = m_.function_at(start_byte(expr)); fn >= 0) {
-      const Binding* b = m_.reaching(name, start_byte(expr), fn);
+      const Binding* b = m_.reaching(text, start_byte(expr), fn);
       if (b && b->function >= 0) {
         if ((b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) && b->element < 0 &&
             !is_null(b->value))
@@ -643,20 +442,16 @@ class ValueCollector {
         return;
       }
     }
-    // Module level: an assignment, a function or an import, resolved through
-    // the index (the name may be defined in this file or imported).
-    const FileIndex::Name* n = file_.name(name);
-    if (!n) return;
-    if (const Binding* g = n->module) {
+    // Module level: an assignment, a function or an import.
+    if (const Binding* g = file_.module_binding(text)) {
       if (g->kind == BindingKind::Import) {
-        std::string q = m_.resolve_alias(name);
-        if (q.find('.') != std::string::npos) out.push_back({'R', {std::move(q)}});
+        if (auto t = imported_target(m_, expr)) name(*t, text, out);
         return;
       }
-      out.push_back({'R', {std::string(name)}});
+      if (g->kind == BindingKind::Assign) name(Target{&m_, -1, g}, text, out);
       return;
     }
-    if (n->module_function) out.push_back({'R', {std::string(name)}});
+    if (const Function* f = m_.find_function(text)) name(Target{&m_, index_of(m_, f), nullptr}, text, out);
   }
 
   // A parameter of a function of the file (not a constructor parameter):
@@ -776,14 +571,26 @@ class ValueCollector {
 };
 
 // ---------------------------------------------------------------------------
-// What one method or module-level function reads, as fact values:
-//   self<attr><method called on it, or "">   a read of self.<attr>
-//   reseed<attr>                             self.<attr> re-created or re-seeded here
-//   reseedglobal<name>                       a module-level name of this file re-created
-//                                            (`global name; name = ...`) or re-seeded here
-//   callself<method>  super<method>          self.m(...), super().m(...)
-//   ref<qualified>                           a module-level or imported name
-//   numpy<line><text>                        a draw from numpy's global RNG
+// What one method or module-level function reads.
+
+struct NumpyUse {
+  const Model* model = nullptr;
+  uint32_t line = 0;
+  std::string text;
+};
+
+struct Reads {
+  // `self.X` reads, with the method called on it ("" for none, "__getitem__"
+  // for `self.X[i]`), in source order, each once.
+  std::vector<std::pair<std::string, std::string>> self;
+  std::set<std::string, std::less<>> reseed;  // self.X re-created or re-seeded here
+  // Module-level names of this file re-created (`global name; name = ...`)
+  // or re-seeded here.
+  std::set<std::string, std::less<>> reseed_globals;
+  std::vector<std::string> callself, super;  // self.m(...), super().m(...)
+  std::vector<Target> refs;                  // module-level and imported names read
+  std::optional<NumpyUse> numpy;             // a draw from numpy's global RNG
+};
 
 class FunctionReads {
  public:
@@ -796,7 +603,7 @@ class FunctionReads {
     if (plain_method) self_ = f.params[0];
   }
 
-  std::vector<std::string> run() {
+  Reads run() {
     writes();
     calls();
     walk();
@@ -804,23 +611,8 @@ class FunctionReads {
   }
 
  private:
-  // Records the value encoded in buf_, once. Most functions record a few
-  // values: a scan of them is cheaper than hashing.
-  void add() {
-    constexpr size_t kScan = 16;
-    if (out_.size() < kScan) {
-      if (std::find(out_.begin(), out_.end(), buf_) != out_.end()) return;
-      out_.push_back(buf_);
-      if (out_.size() == kScan) seen_.insert(out_.begin(), out_.end());
-      return;
-    }
-    if (seen_.find(std::string_view(buf_)) != seen_.end()) return;
-    seen_.insert(buf_);
-    out_.push_back(buf_);
-  }
-  void add(std::initializer_list<std::string_view> fields) {
-    encode_into(buf_, fields);
-    add();
+  static void add(std::vector<std::string>& list, std::string_view v) {
+    if (std::find(list.begin(), list.end(), v) == list.end()) list.emplace_back(v);
   }
 
   // self.<attr> = ... (or self.<attr>.x.y = ...) anywhere in the function.
@@ -831,8 +623,8 @@ class FunctionReads {
       TSNode target = unparenthesize(b.target);
       if (kind_of(target) == Kind::Attribute) targets_.insert(start_byte(target));
       std::string_view attr = self_attribute(b.name);
-      if (!attr.empty()) add({"reseed", attr});
-      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name)) add({"reseedglobal", b.name});
+      if (!attr.empty()) out_.reseed.emplace(attr);
+      if (b.kind != BindingKind::Global && file_.declares_global(b.function, b.name)) out_.reseed_globals.insert(b.name);
     }
   }
 
@@ -843,24 +635,23 @@ class FunctionReads {
         TSNode recv = unparenthesize(c.receiver);
         Kind rk = kind_of(recv);
         if (!self_.empty() && rk == Kind::Identifier && m_.text(recv) == self_) {
-          add({"callself", c.method});
+          add(out_.callself, c.method);
         } else if (rk == Kind::Call && m_.qualify(unparenthesize(field(recv, "function"))) == "super") {
-          add({"super", c.method});
+          add(out_.super, c.method);
         } else if (one_of(std::string_view(c.method), kReseedMethods)) {
           std::string q = m_.qualify(recv);
           std::string_view attr = self_attribute(q);
           // self.<attr> itself, not self.<attr>.more
-          if (!attr.empty() && q.size() == self_.size() + 1 + attr.size()) add({"reseed", attr});
+          if (!attr.empty() && q.size() == self_.size() + 1 + attr.size()) out_.reseed.emplace(attr);
           if (rk == Kind::Identifier) {
             std::string_view name = m_.text(recv);
-            const FileIndex::Name* n = file_.name(name);
-            if (n && n->module && !bound_locally(*n, c.function)) add({"reseedglobal", name});
+            if (file_.module_binding(name) && !bound_locally(name, c.function)) out_.reseed_globals.emplace(name);
           }
         }
       }
-      if (starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
+      if (!out_.numpy && starts_with(c.callee, "numpy.random.") && c.callee.rfind('.') == 12 &&
           one_of(last_component(c.callee), kNumpyGlobalDraws))
-        add({"numpy", std::to_string(m_.position(c.node).line), m_.text(c.func)});
+        out_.numpy = NumpyUse{&m_, m_.position(c.node).line, std::string(m_.text(c.func))};
     }
   }
 
@@ -908,55 +699,44 @@ class FunctionReads {
     else if (leads && kind_of(parent) == Kind::Subscript)
       method = "__getitem__";
     if (one_of(method, kReseedMethods)) return;  // recorded by calls()
-    std::pair<std::string_view, std::string_view> read{attr, method};
-    auto end = self_reads_.begin() + self_reads_count_;
-    if (std::find(self_reads_.begin(), end, read) != end) return;
-    if (self_reads_count_ < self_reads_.size()) self_reads_[self_reads_count_++] = read;
-    add({"self", attr, method});
+    auto read = std::pair<std::string, std::string>(attr, method);
+    if (std::find(out_.self.begin(), out_.self.end(), read) == out_.self.end()) out_.self.push_back(std::move(read));
   }
 
   void identifier(TSNode n, TSNode parent, int function) {
     // References hold neither an attribute's name nor a keyword argument's.
     std::string_view name = m_.text(n);
+    if (name == self_) return;
+    // A name read again: the same target (an imported module's attribute
+    // aside, `augment.jitter` and `augment.crop`).
+    if (auto [it, fresh] = recorded_.insert(name); !fresh) return;
+    const Binding* b = file_.module_binding(name);
+    const Function* f = b ? nullptr : m_.find_function(name);
     // Not bound at module level (a local, a builtin, a name from a star
-    // import): nothing to record.
-    if (name == self_ || !file_.may_be_module_name(name)) return;
-    const FileIndex::Name* info = file_.name(name);
-    if (!info || (!info->module && !info->module_function)) return;
-    // A name read again whose value was recorded already: the same value.
-    if (std::find(recorded_.begin(), recorded_.begin() + recorded_count_, info) != recorded_.begin() + recorded_count_)
-      return;
-    if (bound_locally(*info, function)) return;
-    bool same_everywhere = true;  // whether any other read of the name records the same
-    auto record = [&](std::initializer_list<std::string_view> fields) {
-      add(fields);
-      if (same_everywhere && recorded_count_ < recorded_.size()) recorded_[recorded_count_++] = info;
-    };
-    if (const Binding* b = info->module) {
-      if (b->kind == BindingKind::Import) {
-        std::string q = m_.resolve_alias(name);
-        // `import augment` then `augment.jitter(...)`: the dotted name.
-        // (The name is the attribute's object: qualify(parent) is q.NAME.)
-        if (q.find('.') == std::string::npos) {
-          same_everywhere = false;
-          if (kind_of(parent) == Kind::Attribute) {
-            q += '.';
-            q += m_.text(attribute_name(parent));
-          }
-        }
-        if (q.find('.') != std::string::npos) record({"ref", q});
-        return;
-      }
-      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) record({"ref", name});
+    // import), or shadowed here: nothing to record.
+    if ((!b && !f) || bound_locally(name, function)) {
+      recorded_.erase(name);
       return;
     }
-    if (info->module_function) record({"ref", name});
+    if (b) {
+      if (b->kind == BindingKind::Import) {
+        // `import augment` then `augment.jitter(...)`: the module's name.
+        recorded_.erase(name);
+        TSNode named = n;
+        if (kind_of(parent) == Kind::Attribute && start_byte(parent) == start_byte(n)) named = parent;
+        if (auto t = imported_target(m_, named)) out_.refs.push_back(*t);
+        else if (auto u = imported_target(m_, n); u && named.id != n.id) out_.refs.push_back(*u);
+        return;
+      }
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) out_.refs.push_back({&m_, -1, b});
+      return;
+    }
+    out_.refs.push_back({&m_, index_of(m_, f), nullptr});
   }
 
   // Bound in the function holding the use or in one enclosing it, up to
   // this method or function.
-  bool bound_locally(const FileIndex::Name& name, int function) const {
-    if (!file_.binds_anywhere(name)) return false;
+  bool bound_locally(std::string_view name, int function) const {
     for (int fn = function; fn >= 0; fn = m_.functions()[fn].parent) {
       if (file_.binds(name, fn)) return true;
       if (fn == index_) break;
@@ -969,73 +749,41 @@ class FunctionReads {
   int index_;
   const Function& f_;
   std::string self_;
-  std::vector<std::string> out_;
-  NameSet seen_;     // the values in out_, once it holds more than a few
-  std::string buf_;  // the value being recorded
-  // Module-level names whose read recorded a value that every read of the
-  // name records (when not shadowed by a local).
-  std::array<const FileIndex::Name*, 32> recorded_;
-  size_t recorded_count_ = 0;
-  // The first `self.X` reads recorded, as (X, method) in the source text.
-  std::array<std::pair<std::string_view, std::string_view>, 32> self_reads_;
-  size_t self_reads_count_ = 0;
-  std::unordered_set<uint32_t> targets_;  // start bytes of attribute targets
+  Reads out_;
+  std::unordered_set<std::string_view> recorded_;  // module-level names whose read was recorded
+  std::unordered_set<uint32_t> targets_;                 // start bytes of attribute targets
 };
 
 // ---------------------------------------------------------------------------
-// The second phase: from a dataset class to the generators its workers draw
-// from.
+// From a dataset class to the generators its workers draw from.
 
 // Constructor arguments: "#0", "#1", ... by position, and keyword names.
 using Args = std::map<std::string, std::vector<ValueRef>>;
 
 struct SiteDataset {
-  std::string qualified;  // the class, as named at the DataLoader's file
-  std::string path;       // from `info.dataset` to it: "", ".dataset", ".datasets[1]"
+  ClassRef cls;
+  std::string name;  // the class, as named at the DataLoader's site
+  std::string path;  // from `info.dataset` to it: "", ".dataset", ".datasets[1]"
   Args args;
   bool args_known = true;  // false when a splat hides some
 };
 
 struct Candidate {
-  std::string kind;  // one of the generator kinds
+  std::string_view kind;  // one of the generator kinds
   std::string display;
-  std::string file;
+  const Model* model = nullptr;  // the file creating it
   uint32_t line = 0;
   std::string ctor;    // the constructor as written: "np.random.default_rng"
   std::string where;   // "in `NoisyDataset.__init__`", "at module level"
   std::string target;  // how a worker_init_fn reaches it, "" when unknown
   std::string holder;  // the class holding it ("" for a module-level variable)
   std::string attr;    // the attribute or variable name
+  const Model* home = nullptr;  // for a module-level variable: the file binding it
   std::string via;     // the transform class it was reached through, if not the dataset
 };
 
-struct NumpyUse {
-  std::string file;
-  uint32_t line = 0;
-  std::string text;
-};
-
-// Whether `file` is where `module` (a dotted import path) lives: a module file,
-// a package's __init__, or a module inside the package (a re-export).
-bool module_matches(std::string_view module, std::string_view file) {
-  std::string path(file);
-  std::replace(path.begin(), path.end(), '\\', '/');
-  for (std::string_view ext : {".pyi", ".py"})
-    if (ends_with(path, ext)) {
-      path.resize(path.size() - ext.size());
-      break;
-    }
-  std::string mod(module);
-  std::replace(mod.begin(), mod.end(), '.', '/');
-  auto at_boundary = [&](std::string_view p, std::string_view suffix) {
-    return ends_with(p, suffix) && (p.size() == suffix.size() || p[p.size() - suffix.size() - 1] == '/');
-  };
-  if (at_boundary(path, mod)) return true;
-  if (ends_with(path, "/__init__") && at_boundary(std::string_view(path).substr(0, path.size() - 9), mod)) return true;
-  auto slash = path.rfind('/');
-  return slash != std::string::npos && at_boundary(std::string_view(path).substr(0, slash), mod);
-}
-
+// The module a worker_init_fn imports to reach a file's variable: the file's
+// stem, or its package's name for an __init__.py.
 std::string module_stem(std::string_view file) {
   std::string path(file);
   std::replace(path.begin(), path.end(), '\\', '/');
@@ -1050,79 +798,145 @@ std::string module_stem(std::string_view file) {
 
 class Resolver {
  public:
-  Resolver(const ProjectIndex& index, std::string site_file) : index_(index), site_(std::move(site_file)) {}
+  explicit Resolver(const Model& site) : site_(site) {}
 
   std::vector<Candidate> candidates;
   std::optional<NumpyUse> numpy;
 
-  const Fact* find(std::string_view kind, std::string_view qualified, std::string_view from_file) const {
-    std::string module = module_of(qualified);
-    for (const Fact* f : index_.find(kind, last_component(qualified))) {
-      if (module.empty() ? f->file == from_file : module_matches(module, f->file)) return f;
-    }
-    return nullptr;
-  }
-
   void dataset(const SiteDataset& d) {
-    const Fact* cls = find(kClassFact, d.qualified, site_);
-    if (!cls) return;
-    object(cls, kDatasetEntries, "info.dataset" + d.path, d.args_known ? &d.args : nullptr, "");
+    object(d.cls, kDatasetEntries, "info.dataset" + d.path, d.args_known ? &d.args : nullptr, "");
     // A module-level generator that a worker re-creates or re-seeds itself.
     std::erase_if(candidates, [&](const Candidate& c) {
-      return c.holder.empty() && reseeded_globals_.count(encode({c.file, c.attr}));
+      return c.holder.empty() && reseeded_globals_.count({c.home, c.attr});
     });
   }
 
+  const FileIndex& index(const Model& m) {
+    auto& slot = indexes_[&m];
+    if (!slot) slot = std::make_unique<FileIndex>(m);
+    return *slot;
+  }
+
  private:
-  struct Work {
-    const Fact* fact;       // rng-method or rng-function
-    const Fact* def_class;  // the class defining the method, null for a function
+  // What a class defines and holds, read from its model on first need.
+  struct ClassInfo {
+    std::set<std::string, std::less<>> defs;   // its methods
+    std::set<std::string, std::less<>> bound;  // attributes its methods assign
+    std::map<std::string, std::vector<ValueRef>, std::less<>> attrs;     // what they hold
+    std::map<std::string, std::vector<ValueRef>, std::less<>> defaults;  // its __init__'s defaults
+    std::vector<ClassRef> bases;
   };
+
+  struct Work {
+    FunctionRef fn;
+    ClassRef def_class;  // the class defining the method, empty for a function
+  };
+  // What one object's walk has followed: functions and module-level variables.
+  struct Visited {
+    std::set<FunctionRef> functions;
+    std::set<std::pair<const Model*, const Binding*>> globals;
+  };
+
+  const ClassInfo& info(ClassRef ref) {
+    auto [it, fresh] = classes_.try_emplace(ref);
+    if (!fresh) return it->second;
+    ClassInfo& out = it->second;
+    const Model& m = *ref.m;
+    const FileIndex& file = index(m);
+    const Class& c = m.classes()[ref.cls];
+    const Function* init = m.find_method(ref.cls, "__init__");
+    if (init && init->cls != ref.cls) init = nullptr;
+    for (int mi : c.methods) {
+      const Function& f = m.functions()[mi];
+      out.defs.insert(f.name);
+      // self.<attr> = value anywhere in the method.
+      if (f.params.empty()) continue;
+      std::string self = f.params[0] + ".";
+      ValueCollector collector(m, file, &f == init ? init : nullptr, ref.cls);
+      for (const Binding* bp : file.bindings_of_root(mi)) {
+        const Binding& b = *bp;
+        if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) continue;
+        if (b.element >= 0 || is_null(b.value) || !starts_with(b.name, self)) continue;
+        std::string attr = b.name.substr(self.size());
+        if (attr.find('.') != std::string::npos) continue;
+        out.bound.insert(attr);
+        collector.collect(b.value, "", out.attrs[attr]);
+      }
+    }
+    // Defaults of __init__'s parameters: evaluated once, when the class is defined.
+    if (init) {
+      ValueCollector defaults(m, file, nullptr);
+      int init_index = index_of(m, init);
+      for (const Binding* b : file.bindings_of_root(init_index)) {
+        if (b->kind != BindingKind::Parameter || b->function != init_index || is_null(b->value)) continue;
+        defaults.collect(b->value, "", out.defaults[b->name]);
+      }
+    }
+    // Class attributes: `rng = np.random.default_rng(0)` in the class body.
+    ValueCollector collector(m, file, nullptr);
+    for (const Binding* bp : file.class_body_bindings(ref.cls)) {
+      const Binding& b = *bp;
+      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
+      if (b.name.find('.') != std::string::npos) continue;
+      std::vector<ValueRef> refs;
+      collector.collect(b.value, "", refs);
+      for (auto& r : refs)
+        if (r.kind == ValueRef::Kind::Generator) out.attrs[b.name].push_back(std::move(r));
+    }
+    for_each_named_child(field(c.node, "superclasses"), [&](TSNode base) {
+      if (kind_of(base) == Kind::KeywordArgument || kind_of(base) == Kind::Comment) return;
+      if (ClassRef b = resolve_class(m, base)) out.bases.push_back(b);
+    });
+    return out;
+  }
+
+  const Reads& reads(FunctionRef f) {
+    auto [it, fresh] = reads_.try_emplace(f);
+    if (fresh) it->second = FunctionReads(*f.m, index(*f.m), f.function).run();
+    return it->second;
+  }
 
   // A worker calls `entries` on an object of class `cls`; `path` is how a
   // worker_init_fn reaches that object ("" when unknown).
-  void object(const Fact* cls, const std::vector<std::string>& entries, const std::string& path,
-              const Args* args, const std::string& via) {
+  void object(ClassRef cls, const std::vector<std::string>& entries, const std::string& path, const Args* args,
+              const std::string& via) {
     if (!cls || ++objects_ > 64 || !active_.insert(cls).second) return;
     std::vector<Work> work;
-    std::set<const Fact*> visited;
+    Visited visited;
     std::map<std::string, std::vector<std::string>> used;  // attr -> methods called on it
     std::vector<std::string> used_order;
     std::set<std::string> reseeded;
-    auto push_method = [&](const Fact* def, const std::string& method) {
+    auto push_method = [&](ClassRef def, const std::string& method) {
       if (!def) return;
-      for (const Fact* f : index_.find(kMethodFact, def->key + "." + method))
-        if (f->file == def->file && visited.insert(f).second) work.push_back({f, def});
+      const Function* f = def.m->find_method(def.cls, method);
+      if (!f || f->cls != def.cls) return;
+      FunctionRef ref{def.m, index_of(*def.m, f)};
+      if (visited.functions.insert(ref).second) work.push_back({ref, def});
     };
     for (const auto& e : entries) push_method(defining(cls, e), e);
     auto drain = [&]() {
       for (size_t i = 0; i < work.size(); ++i) {
         Work w = work[i];
-        for (const auto& v : w.fact->values) {
-          auto parts = split(v);
-          const std::string& tag = parts[0];
-          if (tag == "self" && parts.size() == 3 && w.def_class) {
-            if (!used.count(parts[1])) used_order.push_back(parts[1]);
-            used[parts[1]].push_back(parts[2]);
-          } else if (tag == "reseed" && parts.size() == 2) {
-            reseeded.insert(parts[1]);
-          } else if (tag == "reseedglobal" && parts.size() == 2) {
-            reseeded_globals_.insert(encode({w.fact->file, parts[1]}));
-          } else if (tag == "callself" && parts.size() == 2 && w.def_class) {
-            push_method(defining(cls, parts[1]), parts[1]);
-          } else if (tag == "super" && parts.size() == 2 && w.def_class) {
-            for (const Fact* base : bases(w.def_class)) {
-              if (const Fact* def = defining(base, parts[1])) {
-                push_method(def, parts[1]);
+        const Reads& r = reads(w.fn);
+        if (w.def_class) {
+          for (const auto& [attr, method] : r.self) {
+            if (!used.count(attr)) used_order.push_back(attr);
+            used[attr].push_back(method);
+          }
+          for (const auto& m : r.callself) push_method(defining(cls, m), m);
+          for (const auto& m : r.super) {
+            for (ClassRef base : info(w.def_class).bases) {
+              if (ClassRef def = defining(base, m)) {
+                push_method(def, m);
                 break;
               }
             }
-          } else if (tag == "ref" && parts.size() == 2) {
-            reference(parts[1], w.fact->file, work, visited, via);
-          } else if (tag == "numpy" && parts.size() == 3 && !numpy) {
-            numpy = NumpyUse{w.fact->file, to_line(parts[1]), parts[2]};
           }
         }
+        reseeded.insert(r.reseed.begin(), r.reseed.end());
+        for (const auto& g : r.reseed_globals) reseeded_globals_.insert({w.fn.m, g});
+        for (const Target& t : r.refs) reference(t, work, visited, via);
+        if (r.numpy && !numpy) numpy = r.numpy;
       }
       work.clear();
     };
@@ -1140,11 +954,12 @@ class Resolver {
       const std::vector<std::string>& methods = used[attr];
       auto [holder, refs] = attribute(cls, attr);
       if (!holder) continue;
-      for (const ValueRef& r : refs) {
-        std::string attr_path = path.empty() ? "" : path + "." + attr;
+      std::string attr_path = path.empty() ? "" : path + "." + attr;
+      std::string holder_name = cls.m->classes()[cls.cls].name;
+      for (const ValueRef& r : *refs) {
         // Constructor arguments match the parameters of the class that was
         // constructed by position, and an inherited __init__'s by name.
-        value(r, holder, holder->file, attr_path, methods, args, holder == cls, cls->key, attr, via, work, visited);
+        value(r, holder, attr_path, methods, args, holder == cls, holder_name, attr, via, work, visited);
       }
     }
     drain();
@@ -1154,143 +969,128 @@ class Resolver {
   // A value held in `attr` (or a module-level variable), read by a worker.
   // `defined_in` is the class whose attribute binding gave `r`, if any: its
   // __init__'s parameter defaults apply when the argument was not passed.
-  void value(const ValueRef& r, const Fact* defined_in, const std::string& file, const std::string& path,
-             const std::vector<std::string>& methods, const Args* args,
-             bool by_position, const std::string& holder,
-             const std::string& attr, const std::string& via, std::vector<Work>& work,
-             std::set<const Fact*>& visited) {
+  void value(const ValueRef& r, ClassRef defined_in, const std::string& path, const std::vector<std::string>& methods,
+             const Args* args, bool by_position, const std::string& holder, const std::string& attr,
+             const std::string& via, std::vector<Work>& work, Visited& visited,
+             const Model* home = nullptr) {
     switch (r.kind) {
-      case 'G': {
+      case ValueRef::Kind::Generator: {
         bool draws = methods.empty() || std::any_of(methods.begin(), methods.end(), [](const std::string& m) {
                        return !one_of(std::string_view(m), kNonDrawMethods);
                      });
         if (!draws) return;
         Candidate c;
-        c.kind = r.f[0];
-        c.display = r.f[1];
-        c.file = file;
-        c.line = to_line(r.f[2]);
-        c.ctor = r.f[3];
-        c.where = r.f[4];
-        c.target = r.f[5].empty() ? path : "";
+        c.kind = r.generator;
+        c.display = r.display;
+        c.model = r.model;
+        c.line = r.line;
+        c.ctor = r.ctor;
+        c.where = r.where;
+        c.target = r.path.empty() ? path : "";
         c.holder = holder;
         c.attr = attr;
+        c.home = home;
         c.via = via;
         candidates.push_back(std::move(c));
         return;
       }
-      case 'C': {
+      case ValueRef::Kind::Object: {
         std::vector<std::string> entries;
         for (const auto& m : methods)
           if (!m.empty()) entries.push_back(m);
         if (entries.empty() || std::find(methods.begin(), methods.end(), "") != methods.end())
           entries.insert(entries.end(), kCallableEntries.begin(), kCallableEntries.end());
-        std::string sub = path.empty() || r.f[1] == "?" ? "" : path + r.f[1];
+        std::string sub = path.empty() || r.path == "?" ? "" : path + r.path;
         // Which arguments were given (their values were collected as refs
         // of their own): the parameters not given hold their defaults.
         std::optional<Args> given;
-        if (r.f[2] != "*") {
+        if (r.given) {
           given.emplace();
-          for (const auto& key : split_list(r.f[2])) (*given)[key];
+          for (const auto& key : *r.given) (*given)[key];
         }
-        object(find(kClassFact, r.f[0], file), entries, sub, given ? &*given : nullptr,
-               std::string(last_component(r.f[0])));
+        object(r.cls, entries, sub, given ? &*given : nullptr, std::string(last_component(r.qualified)));
         return;
       }
-      case 'R':
-        reference(r.f[0], file, work, visited, via);
+      case ValueRef::Kind::Name:
+        reference(r.target, work, visited, via);
         return;
-      case 'P': {
+      case ValueRef::Kind::Parameter: {
         if (!args) return;  // the constructor call is not known
-        std::string sub = r.f[2] == "1" ? path : "";
-        auto given = args->find(r.f[0]);
-        if (given == args->end() && by_position) given = args->find("#" + r.f[1]);
+        std::string sub = r.itself ? path : "";
+        auto given = args->find(r.name);
+        if (given == args->end() && by_position) given = args->find("#" + std::to_string(r.index));
         if (given != args->end()) {
           for (const ValueRef& g : given->second)
-            value(g, nullptr, site_, sub, methods, nullptr, false, holder, attr, via, work, visited);
+            value(g, {}, sub, methods, nullptr, false, holder, attr, via, work, visited, home);
           return;
         }
         // Not passed: the default, evaluated once when `def __init__` ran.
         if (!defined_in) return;
-        for (const auto& v : defined_in->values) {
-          auto parts = split(v);
-          if (parts.size() < 3 || parts[0] != "default" || parts[1] != r.f[0]) continue;
-          if (auto d = ValueRef::decode(parts, 2))
-            value(*d, nullptr, defined_in->file, sub, methods, nullptr, false, holder, attr, via, work, visited);
-        }
+        const ClassInfo& defining_class = info(defined_in);
+        auto d = defining_class.defaults.find(r.name);
+        if (d == defining_class.defaults.end()) return;
+        for (const ValueRef& v : d->second)
+          value(v, {}, sub, methods, nullptr, false, holder, attr, via, work, visited, home);
         return;
       }
-      default: return;
     }
   }
 
   // A module-level or imported name read by a worker: a helper function to
   // follow, or a variable holding a generator or an object.
-  void reference(const std::string& qualified, const std::string& from_file, std::vector<Work>& work,
-                 std::set<const Fact*>& visited, const std::string& via) {
-    if (++references_ > 256) return;
-    if (const Fact* f = find(kFunctionFact, qualified, from_file); f && visited.insert(f).second)
-      work.push_back({f, nullptr});
-    const Fact* g = find(kGlobalFact, qualified, from_file);
-    if (!g || !visited.insert(g).second) return;
-    std::string stem = module_stem(g->file);
-    std::string path = g->file == site_ ? g->key : stem + "." + g->key;
-    for (const auto& v : g->values) {
-      auto ref = ValueRef::decode(split(v), 0);
-      if (!ref) continue;
-      value(*ref, nullptr, g->file, path, {""}, nullptr, false, "", g->key, via, work, visited);
+  void reference(const Target& t, std::vector<Work>& work, Visited& visited, const std::string& via) {
+    if (!t.m || ++references_ > 256) return;
+    if (t.function >= 0) {
+      FunctionRef f{t.m, t.function};
+      if (visited.functions.insert(f).second) work.push_back({f, {}});
+      return;
     }
-  }
-
-  // Bases of a class, as their rng-class facts.
-  std::vector<const Fact*> bases(const Fact* cls) const {
-    std::vector<const Fact*> out;
-    for (const Fact* f : index_.find("class", cls->key)) {
-      if (f->file != cls->file || f->line != cls->line) continue;
-      for (const auto& b : f->values)
-        if (const Fact* base = find(kClassFact, b, cls->file)) out.push_back(base);
+    const Binding* g = t.global;
+    if (!g || g->element >= 0 || is_null(g->value) || !visited.globals.insert({t.m, g}).second) return;
+    const std::string& name = g->name;
+    std::string path = t.m == &site_ ? name : module_stem(t.m->path()) + "." + name;
+    std::vector<ValueRef> refs;
+    ValueCollector(*t.m, index(*t.m), nullptr).collect(g->value, "", refs);
+    for (const ValueRef& r : refs) {
+      if (r.kind == ValueRef::Kind::Parameter) continue;
+      value(r, {}, path, {""}, nullptr, false, "", name, via, work, visited, t.m);
     }
-    return out;
   }
 
   // The class defining `method` for an object of class `cls` (depth-first,
-  // bases in order), or null.
-  const Fact* defining(const Fact* cls, const std::string& method, int depth = 0) const {
-    if (!cls || depth > 16) return nullptr;
-    for (const auto& v : cls->values)
-      if (v == encode({"def", method})) return cls;
-    for (const Fact* base : bases(cls))
-      if (const Fact* d = defining(base, method, depth + 1)) return d;
-    return nullptr;
+  // bases in order), or an empty reference.
+  ClassRef defining(ClassRef cls, const std::string& method, int depth = 0) {
+    if (!cls || depth > 16) return {};
+    const ClassInfo& c = info(cls);
+    if (c.defs.count(method)) return cls;
+    std::vector<ClassRef> bases = c.bases;  // info() may grow the table
+    for (ClassRef base : bases)
+      if (ClassRef d = defining(base, method, depth + 1)) return d;
+    return {};
   }
 
   // What `attr` holds on an object of class `cls`: the bindings of the first
-  // class in its hierarchy that assigns it (null when none does).
-  std::pair<const Fact*, std::vector<ValueRef>> attribute(const Fact* cls, const std::string& attr,
-                                                          int depth = 0) const {
-    if (!cls || depth > 16) return {nullptr, {}};
-    std::vector<ValueRef> refs;
-    bool bound = false;
-    for (const auto& v : cls->values) {
-      auto parts = split(v);
-      if (parts.size() < 2 || parts[1] != attr) continue;
-      if (parts[0] == "bound") bound = true;
-      if (parts[0] != "attr") continue;
-      bound = true;
-      if (auto r = ValueRef::decode(parts, 2)) refs.push_back(*r);
-    }
-    if (bound) return {cls, refs};
-    for (const Fact* base : bases(cls)) {
+  // class in its hierarchy that assigns it (empty when none does).
+  std::pair<ClassRef, const std::vector<ValueRef>*> attribute(ClassRef cls, const std::string& attr, int depth = 0) {
+    static const std::vector<ValueRef> kNone;
+    if (!cls || depth > 16) return {{}, &kNone};
+    const ClassInfo& c = info(cls);
+    auto held = c.attrs.find(attr);
+    if (c.bound.count(attr) || held != c.attrs.end()) return {cls, held == c.attrs.end() ? &kNone : &held->second};
+    std::vector<ClassRef> bases = c.bases;
+    for (ClassRef base : bases) {
       auto found = attribute(base, attr, depth + 1);
       if (found.first) return found;
     }
-    return {nullptr, {}};
+    return {{}, &kNone};
   }
 
-  const ProjectIndex& index_;
-  std::string site_;
-  std::set<const Fact*> active_;
-  std::set<std::string> reseeded_globals_;  // file and name
+  const Model& site_;
+  std::map<const Model*, std::unique_ptr<FileIndex>> indexes_;
+  std::map<ClassRef, ClassInfo> classes_;  // node-stable: references into it stay valid
+  std::map<FunctionRef, Reads> reads_;
+  std::set<ClassRef> active_;
+  std::set<std::pair<const Model*, std::string>> reseeded_globals_;  // file and name
   int objects_ = 0;
   int references_ = 0;
 };
@@ -1333,6 +1133,8 @@ std::string generator_help(const Candidate& c) {
 }
 
 // ---------------------------------------------------------------------------
+
+// ---------------------------------------------------------------------------
 // The check.
 
 bool is_data_loader(std::string_view callee) {
@@ -1347,114 +1149,29 @@ bool is_torch_data(std::string_view callee, std::string_view name) {
 
 class MissingWorkerInitFn final : public Check {
  public:
-  void collect(CheckContext& ctx) const override {
-    const Model& m = ctx.model();
-    FileIndex file(m);
-    collect_globals(ctx, m, file);
-    for (size_t ci = 0; ci < m.classes().size(); ++ci) collect_class(ctx, m, file, static_cast<int>(ci));
-    for (size_t fi = 0; fi < m.functions().size(); ++fi) {
-      const Function& f = m.functions()[fi];
-      if (f.parent >= 0 || f.cls >= 0) continue;  // nested functions are read with their enclosing one
-      auto reads = FunctionReads(m, file, static_cast<int>(fi)).run();
-      if (!reads.empty()) ctx.fact(std::string(kFunctionFact), f.name, f.node, std::move(reads));
-    }
-  }
-
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
-    std::optional<FileIndex> file;
+    std::optional<Resolver> resolver;
     for (const Call& c : m.calls()) {
-      if (!is_data_loader(c.callee) || has_splat(m, c)) continue;
+      if (!is_data_loader(c.callee) || has_splat(c)) continue;
       TSNode workers = argument(m, c, "num_workers", 5);
       if (is_null(workers)) continue;
       if (no_workers(m, c, workers)) continue;
       TSNode init = argument(m, c, "worker_init_fn", 10);
       if (!is_null(init) && kind_of(unparenthesize(init)) != Kind::None) continue;
+      if (!resolver) resolver.emplace(m);
       std::vector<SiteDataset> datasets;
-      if (!file) file.emplace(m);
-      site_datasets(m, *file, argument(m, c, "dataset", 0), "", datasets, 0, loader_workers(m, c, workers));
-      if (datasets.empty()) continue;
+      site_datasets(m, resolver->index(m), argument(m, c, "dataset", 0), "", datasets, 0,
+                    loader_workers(m, c, workers));
       // Persistent workers keep their generator across epochs: only the
       // workers replay each other's stream, not the epochs.
       bool persistent = kind_of(unparenthesize(m.keyword_argument(c, "persistent_workers"))) == Kind::True;
-      defer(ctx, c, workers, persistent, std::move(datasets));
+      report(ctx, c, workers, persistent, datasets);
     }
   }
 
  private:
-  static void collect_globals(CheckContext& ctx, const Model& m, const FileIndex& file) {
-    ValueCollector values(m, file, nullptr);
-    // In name order, as facts have always been recorded.
-    std::vector<const Binding*> sorted;
-    file.for_each_module_binding([&](const Binding* b) {
-      if (b->kind == BindingKind::Assign && b->element < 0 && !is_null(b->value)) sorted.push_back(b);
-    });
-    std::sort(sorted.begin(), sorted.end(), [](const Binding* a, const Binding* b) { return a->name < b->name; });
-    std::vector<ValueRef> refs;
-    for (const Binding* b : sorted) {
-      refs.clear();
-      values.collect(b->value, "", refs);
-      std::vector<std::string> encoded;
-      for (const auto& r : refs)
-        if (r.kind != 'P') encoded.push_back(r.encoded());
-      if (!encoded.empty()) ctx.fact(std::string(kGlobalFact), b->name, b->statement, std::move(encoded));
-    }
-  }
-
-  static void collect_class(CheckContext& ctx, const Model& m, const FileIndex& file, int ci) {
-    const Class& c = m.classes()[ci];
-    std::vector<std::string> values;
-    std::set<std::string> bound;
-    const Function* init = m.find_method(ci, "__init__");
-    if (init && init->cls != ci) init = nullptr;
-    for (int mi : c.methods) {
-      const Function& f = m.functions()[mi];
-      values.push_back(encode({"def", f.name}));
-      auto r = FunctionReads(m, file, mi).run();
-      if (!r.empty()) ctx.fact(std::string(kMethodFact), c.name + "." + f.name, f.node, std::move(r));
-      // self.<attr> = value anywhere in the method.
-      if (f.params.empty()) continue;
-      std::string self = f.params[0] + ".";
-      ValueCollector collector(m, file, &f == init ? init : nullptr, ci);
-      for (const Binding* bp : file.bindings_of_root(mi)) {
-        const Binding& b = *bp;
-        if (b.kind != BindingKind::Assign && b.kind != BindingKind::NamedExpr) continue;
-        if (b.element >= 0 || is_null(b.value) || !starts_with(b.name, self)) continue;
-        std::string attr = b.name.substr(self.size());
-        if (attr.find('.') != std::string::npos) continue;
-        std::vector<ValueRef> refs;
-        collector.collect(b.value, "", refs);
-        if (bound.insert(attr).second) values.push_back(encode({"bound", attr}));
-        for (const auto& ref : refs) values.push_back(encode({"attr", attr}) + kSep + ref.encoded());
-      }
-    }
-    // Defaults of __init__'s parameters: evaluated once, when the class is defined.
-    if (init) {
-      ValueCollector defaults(m, file, nullptr);
-      int init_index = static_cast<int>(init - m.functions().data());
-      for (const Binding* b : file.bindings_of_root(init_index)) {
-        if (b->kind != BindingKind::Parameter || b->function != init_index || is_null(b->value)) continue;
-        std::vector<ValueRef> refs;
-        defaults.collect(b->value, "", refs);
-        for (const auto& ref : refs) values.push_back(encode({"default", b->name}) + kSep + ref.encoded());
-      }
-    }
-    // Class attributes: `rng = np.random.default_rng(0)` in the class body.
-    ValueCollector collector(m, file, nullptr);
-    for (const Binding* bp : file.class_body_bindings(ci)) {
-      const Binding& b = *bp;
-      if (b.kind != BindingKind::Assign || b.element >= 0 || is_null(b.value)) continue;
-      if (b.name.find('.') != std::string::npos) continue;
-      std::vector<ValueRef> refs;
-      collector.collect(b.value, "", refs);
-      for (const auto& ref : refs)
-        if (ref.kind == 'G') values.push_back(encode({"attr", b.name}) + kSep + ref.encoded());
-    }
-    ctx.fact(std::string(kClassFact), c.name, c.node, std::move(values));
-  }
-
-  static bool has_splat(const Model& m, const Call& c) {
-    (void)m;
+  static bool has_splat(const Call& c) {
     uint32_t n = is_null(c.args) ? 0 : ts_node_named_child_count(c.args);
     for (uint32_t i = 0; i < n; ++i) {
       Kind k = kind_of(ts_node_named_child(c.args, i));
@@ -1467,7 +1184,6 @@ class MissingWorkerInitFn final : public Check {
     TSNode a = m.keyword_argument(c, name);
     return is_null(a) ? m.positional_argument(c, position) : a;
   }
-
   // The literal worker count, following one assignment of a name; nullopt
   // when it is not a literal.
   // Whether the loader runs in the main process: num_workers folds to 0 (a
@@ -1532,7 +1248,9 @@ class MissingWorkerInitFn final : public Check {
           return;
         }
         if (callee.empty() || !capitalized(callee) || !generator_kind(callee).empty()) return;
-        SiteDataset d{callee, path, {}, true};
+        ClassRef cls = resolve_class(m, field(expr, "function"));
+        if (!cls) return;  // not a class of the project: nothing known of its items
+        SiteDataset d{cls, std::string(last_component(callee)), path, {}, true};
         ValueCollector values(m, file, nullptr);
         if (!workers.parameter.empty()) values.only_calls_with_workers(workers.function, workers.parameter);
         uint32_t n = is_null(call.args) ? 0 : ts_node_named_child_count(call.args);
@@ -1582,54 +1300,70 @@ class MissingWorkerInitFn final : public Check {
     }
   }
 
-  static void defer(CheckContext& ctx, const Call& c, TSNode workers, bool persistent,
-                    std::vector<SiteDataset> datasets) {
+
+  static void report(CheckContext& ctx, const Call& c, TSNode workers, bool persistent,
+                     const std::vector<SiteDataset>& datasets) {
     const Model& m = ctx.model();
+    if (datasets.empty()) return;
     std::string workers_text = fmt::format("num_workers={}", m.text(workers));
     if (workers_text.size() > 60 || workers_text.find('\n') != std::string::npos) workers_text = "num_workers";
     auto [major, minor] = ctx.config().torch_version();
     bool global_numpy_counts = major < 1 || (major == 1 && minor < 9);
     std::string version = fmt::format("{}.{}", major, minor);
     std::string site = ctx.path();
-    Diagnostic d = ctx.diagnostic(c.node, "");
+    // The file a reference lives in, as the finding names it.
+    auto file_of = [&](const Model* model) { return model == &m ? site : model->path(); };
     std::string replay = persistent ? "every worker gets a copy of the same generator and replays the same random "
                                       "numbers as the others"
                                     : "every worker gets a copy of the same generator and replays the same random "
                                       "numbers, every epoch";
-    ctx.defer(std::move(d), [datasets = std::move(datasets), workers_text, global_numpy_counts, version, site,
-                             replay](const ProjectIndex& index, Diagnostic& diag) {
-      for (const SiteDataset& ds : datasets) {
-        Resolver r(index, site);
-        r.dataset(ds);
-        std::string dataset(last_component(ds.qualified));
-        if (!r.candidates.empty()) {
-          const Candidate& g = r.candidates.front();
-          std::string through = g.via.empty() ? "" : fmt::format(", through `{}`,", g.via);
-          std::string what = g.holder.empty() ? fmt::format("the module-level generator `{}`", g.display)
-                                              : fmt::format("`{}`", g.display);
-          diag.message = fmt::format(
-              "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}`{} draws "
-              "from {} (created once {}, {}): {}",
-              workers_text, dataset, through, what, g.where, location(index, g.file, g.line, site), replay);
-          diag.help = generator_help(g);
-          return true;
-        }
-        if (global_numpy_counts && r.numpy) {
-          std::string where = location(index, r.numpy->file, r.numpy->line, site);
-          diag.message = fmt::format(
-              "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}` draws from "
-              "numpy's global RNG (`{}`, {}): before PyTorch 1.9 (target-torch-version {}) every worker starts "
-              "from the same numpy seed and draws the same numbers",
-              workers_text, dataset, r.numpy->text, where, version);
-          diag.help =
-              "seed numpy in each worker: `def worker_init_fn(worker_id): "
-              "np.random.seed(torch.utils.data.get_worker_info().seed % 2**32)`, then pass "
-              "`worker_init_fn=worker_init_fn` to the `DataLoader`";
-          return true;
-        }
+    for (const SiteDataset& ds : datasets) {
+      Resolver r(m);
+      r.dataset(ds);
+      if (!r.candidates.empty()) {
+        const Candidate& g = r.candidates.front();
+        std::string through = g.via.empty() ? "" : fmt::format(", through `{}`,", g.via);
+        std::string what = g.holder.empty() ? fmt::format("the module-level generator `{}`", g.display)
+                                            : fmt::format("`{}`", g.display);
+        std::string before = fmt::format(
+            "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}`{} draws "
+            "from {} (created once {}, ",
+            workers_text, ds.name, through, what, g.where);
+        std::string after = fmt::format("): {}", replay);
+        std::string help = generator_help(g);
+        // Where the generator is created reads as the project index words it
+        // (a notebook's cells): said once every file is in.
+        ctx.defer(ctx.diagnostic(c.node, ""),
+                  [before = std::move(before), after = std::move(after), help = std::move(help),
+                   file = file_of(g.model), line = g.line, site](const ProjectIndex& index, Diagnostic& diag) {
+                    diag.message = before + location(index, file, line, site) + after;
+                    diag.help = help;
+                    return true;
+                  });
+        return;
       }
-      return false;
-    });
+      if (global_numpy_counts && r.numpy) {
+        std::string before = fmt::format(
+            "this `DataLoader` starts worker processes (`{}`) without a `worker_init_fn`, and `{}` draws from "
+            "numpy's global RNG (`{}`, ",
+            workers_text, ds.name, r.numpy->text);
+        std::string after = fmt::format(
+            "): before PyTorch 1.9 (target-torch-version {}) every worker starts from the same numpy seed and draws "
+            "the same numbers",
+            version);
+        ctx.defer(ctx.diagnostic(c.node, ""),
+                  [before = std::move(before), after = std::move(after), file = file_of(r.numpy->model),
+                   line = r.numpy->line, site](const ProjectIndex& index, Diagnostic& diag) {
+                    diag.message = before + location(index, file, line, site) + after;
+                    diag.help =
+                        "seed numpy in each worker: `def worker_init_fn(worker_id): "
+                        "np.random.seed(torch.utils.data.get_worker_info().seed % 2**32)`, then pass "
+                        "`worker_init_fn=worker_init_fn` to the `DataLoader`";
+                    return true;
+                  });
+        return;
+      }
+    }
   }
 };
 

@@ -975,7 +975,12 @@ bool Model::imports_project_files() const {
 }
 
 std::optional<ForeignDefinition> Model::foreign_definition(TSNode expr) const {
-  if (!resolves_imports_ || path_.empty()) return std::nullopt;
+  if (!resolves_imports_) return std::nullopt;
+  return imported_definition(expr);
+}
+
+std::optional<ForeignDefinition> Model::imported_definition(TSNode expr) const {
+  if (path_.empty()) return std::nullopt;
   expr = unparenthesize(expr);
   std::vector<std::string_view> parts;
   while (kind_of(expr) == Kind::Attribute) {

@@ -281,6 +281,10 @@ class Model {
   std::optional<ForeignDefinition> foreign_definition(TSNode expr) const;
   // The same for the name `local` that an import statement binds.
   std::optional<ForeignDefinition> foreign_import(std::string_view local) const;
+  // What foreign_definition answers, also asked of a model built for
+  // another file's analysis: for a rule that follows a chain of files one
+  // import at a time (a dataset's transform, defined in a third file).
+  std::optional<ForeignDefinition> imported_definition(TSNode expr) const;
   // Whether an import statement of the file names another file of the
   // project (asked of the file system only, nothing is read).
   bool imports_project_files() const;

@@ -104,4 +104,40 @@ TEST_F(ProjectModules, ValuesComeFromTheDefiningFile) {
             Device::Accelerator);
 }
 
+// A model built for another file's analysis follows no import for the value
+// engine (every answer depends on two files at most), but a rule that walks
+// a chain of files itself asks it one import at a time.
+TEST_F(ProjectModules, ImportedDefinitionsAreFoundFromAForeignModel) {
+  write("pyproject.toml");
+  write("data/base.py", "class Crops:\n    pass\n\ndef jitter(x):\n    return x\n");
+  write("data/city.py", "from data.base import Crops\nfrom data import base\n\nclass City(Crops):\n    pass\n");
+  std::string text = "from data.city import City\nloader = City()\n";
+  std::string path = write("train.py", text);
+  Config config;
+  begin_file_analysis();
+  Model m(text, config, path);
+  auto city = m.foreign_import("City");
+  ASSERT_TRUE(city.has_value());
+  ASSERT_GE(city->cls, 0);
+  const Model& other = *city->model;
+  EXPECT_EQ(rel(other.path()), "data/city.py");
+  const Class& cls = other.classes()[static_cast<size_t>(city->cls)];
+  TSNode base = ts_node_named_child(ts_node_child_by_field_name(cls.node, "superclasses", 12), 0);
+  EXPECT_FALSE(other.foreign_definition(base).has_value());
+  auto crops = other.imported_definition(base);
+  ASSERT_TRUE(crops.has_value());
+  EXPECT_EQ(rel(crops->model->path()), "data/base.py");
+  EXPECT_EQ(crops->model->classes()[static_cast<size_t>(crops->cls)].name, "Crops");
+  // `base.jitter`, through a module import.
+  std::string jitter_text = "from data import base\nbase.jitter(1)\n";
+  std::string jitter_path = write("data/use.py", jitter_text);
+  Model user(jitter_text, config, jitter_path, /*resolves_imports=*/false);
+  ASSERT_EQ(user.calls().size(), 1u);
+  auto jitter = user.imported_definition(user.calls()[0].func);
+  ASSERT_TRUE(jitter.has_value());
+  ASSERT_NE(jitter->function, nullptr);
+  EXPECT_EQ(jitter->function->name, "jitter");
+  EXPECT_FALSE(user.foreign_definition(user.calls()[0].func).has_value());
+}
+
 }  // namespace
