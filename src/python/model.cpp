@@ -1052,6 +1052,10 @@ std::optional<ForeignDefinition> Model::resolve_foreign(const std::string& dotte
 
 void Model::forget_answers() const {
   callee_files_.clear();
+  // A kept model's resolutions point into other kept models, which a later
+  // file's analysis may rebuild or drop; and each analysis must read the
+  // files it depends on itself (the analysis cache records them).
+  foreign_cache_.clear();
   provenance_cache_.clear();
   value_cache_.clear();
   value_in_progress_.clear();

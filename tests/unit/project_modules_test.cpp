@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "python/model.h"
@@ -138,6 +139,32 @@ TEST_F(ProjectModules, ImportedDefinitionsAreFoundFromAForeignModel) {
   ASSERT_NE(jitter->function, nullptr);
   EXPECT_EQ(jitter->function->name, "jitter");
   EXPECT_FALSE(user.foreign_definition(user.calls()[0].func).has_value());
+}
+
+// What a kept model resolved for one file's analysis is asked again for the
+// next: the file it named may have changed (and its old model be gone).
+TEST_F(ProjectModules, ImportedDefinitionsAreNotKeptAcrossAnalyses) {
+  write("pyproject.toml");
+  write("data/base.py", "class Crops:\n    pass\n");
+  write("data/city.py", "from data.base import Crops\n\nclass City(Crops):\n    pass\n");
+  std::string text = "from data.city import City\n";
+  std::string path = write("train.py", text);
+  Config config;
+  auto base_of_city = [&]() -> std::optional<ForeignDefinition> {
+    Model m(text, config, path);
+    auto city = m.foreign_import("City");
+    if (!city || city->cls < 0) return std::nullopt;
+    const Class& cls = city->model->classes()[static_cast<size_t>(city->cls)];
+    return city->model->imported_definition(
+        ts_node_named_child(ts_node_child_by_field_name(cls.node, "superclasses", 12), 0));
+  };
+  begin_file_analysis();
+  auto first = base_of_city();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_GE(first->cls, 0);
+  write("data/base.py", "class Renamed:\n    pass\n\n\nCROPS = None\n");
+  begin_file_analysis();
+  EXPECT_FALSE(base_of_city().has_value());
 }
 
 }  // namespace
