@@ -101,8 +101,7 @@ bool same_settings(const Config& a, const Config& b) {
 
 struct Kept {
   std::string path;
-  std::uintmax_t size = 0;
-  fs::file_time_type time{};
+  FileStamp stamp;  // what stat said when it was read
   Config config;
   std::string text;
   std::unique_ptr<Model> model;  // null: the file could not be read
@@ -215,22 +214,17 @@ Located locate_module(std::string_view importer, std::string_view module, int le
 const Model* foreign_model(const std::string& path, const Config& config) {
   // The analysis depends on the file: the analysis cache records what was
   // read, with the stamp taken before reading it, and checks it is unchanged.
+  // One stat says whether it is a file, its size and whether it changed.
   std::optional<FileStamp> stamp = stamp_of(path);
   std::list<Kept>& list = kept();
-  std::error_code ec;
-  std::uintmax_t size = fs::file_size(path, ec);
-  if (ec) {
+  if (!stamp) {
     note_file_read(path, stamp, nullptr);
     return nullptr;
   }
-  fs::file_time_type time = fs::last_write_time(path, ec);
-  if (ec) {
-    note_file_read(path, stamp, nullptr);
-    return nullptr;
-  }
+  std::uintmax_t size = stamp->size;
   for (auto it = list.begin(); it != list.end(); ++it) {
     if (it->path != path || !same_settings(it->config, config)) continue;
-    if (it->size == size && it->time == time) {
+    if (it->stamp == *stamp) {
       list.splice(list.begin(), list, it);  // most recently used first
       note_file_read(path, stamp, &list.front().text);
       return list.front().model.get();
@@ -240,8 +234,7 @@ const Model* foreign_model(const std::string& path, const Config& config) {
   }
   Kept k;
   k.path = path;
-  k.size = size;
-  k.time = time;
+  k.stamp = *stamp;
   k.config = config;
   if (size <= kMaxBytes) {
     std::ifstream in(path, std::ios::binary);
@@ -270,7 +263,14 @@ void begin_file_analysis() {
   // values may point into any model it has used.
   while (list.size() > kMaxKept) list.pop_back();
   auto now = std::chrono::steady_clock::now();
-  if (now - remembered_since() > std::chrono::seconds(1)) {
+  // The answers are keyed by paths as the analysis names them, relative to
+  // the working directory: one that moved makes them someone else's.
+  thread_local std::string working_directory;
+  std::error_code ec;
+  std::string cwd = fs::current_path(ec).string();
+  bool moved = cwd != working_directory;
+  working_directory = std::move(cwd);
+  if (moved || now - remembered_since() > std::chrono::seconds(1)) {
     found_modules().clear();
     search_paths().clear();
     project_roots().clear();
