@@ -28,15 +28,18 @@
 //     over the elements of a tuple), `state.detach()` on an object when a
 //     class of the file defines detach(), or a helper that detaches
 //     (`repackage_hidden(h)`). A helper of this file is read; a helper of
-//     another analyzed file is read through the project index
-//     ("detaching-function" facts); a helper found nowhere counts as
-//     detaching;
+//     another file of the project is the one the file's imports name
+//     (`from utils import repackage_hidden`, `utils.repackage_hidden`), or
+//     for `self.helper(...)` a method of a base class imported from another
+//     file, and is read from that file's model; a helper found nowhere
+//     counts as detaching;
 //   - no module of the file whose forward returns the state detached.
 // A state stored on `self` by a module's own forward is TL003's finding.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_set>
@@ -47,8 +50,6 @@
 namespace torchleak::python {
 
 namespace {
-
-constexpr std::string_view kDetachFact = "detaching-function";
 
 // Builtins that never detach what they are given.
 constexpr std::array<std::string_view, 12> kBuiltins = {"tuple", "list", "len",   "zip",  "map",   "isinstance",
@@ -186,11 +187,13 @@ void mark_data_reads(const Model& m, std::vector<char>& detaches) {
 struct Summaries {
   std::vector<char> detaches;
   std::vector<char> backward;
+  // Which functions of another file's model detach (foreign_detaches).
+  mutable std::map<const Model*, std::vector<char>> foreign;
 };
 
 Summaries summarize(const Model& m, bool with_backward) {
   size_t n = m.functions().size();
-  Summaries s{std::vector<char>(n, 0), std::vector<char>(n, 0)};
+  Summaries s{std::vector<char>(n, 0), std::vector<char>(n, 0), {}};
   bool any = false;
   for (const Call& c : m.calls()) {
     bool detach = c.method == "detach" || c.method == "detach_";
@@ -247,14 +250,46 @@ bool loop_calls_backward(const Model& m, const Summaries& sums, int loop) {
 // What an expression does to a state it rebinds.
 struct DetachAnswer {
   bool detaches = false;
-  std::set<std::string> helpers;  // simple names of helpers defined elsewhere, undecided here
+  std::string keeping;  // a helper of another file that does not detach: "`name` (file:line)"
 };
 
+// Whether the function `fn` of another file's model detaches what it
+// handles: that model's summary, computed once per check of a file.
+bool foreign_detaches(const Summaries& sums, const Model& m, int fn) {
+  auto it = sums.foreign.find(&m);
+  if (it == sums.foreign.end()) it = sums.foreign.emplace(&m, summarize(m, false).detaches).first;
+  return it->second[static_cast<size_t>(fn)];
+}
+
+// The function another file defines for a helper this file calls: through
+// an import (`repackage_hidden`, `utils.repackage_hidden`), or for
+// `self.helper` a method of a base class that an import names.
+std::optional<std::pair<const Model*, const Function*>> foreign_helper(const Model& m, TSNode call_node, TSNode func,
+                                                                       bool on_self, std::string_view method) {
+  if (!on_self) {
+    auto def = m.foreign_definition(func);
+    if (def && def->model && def->function) return std::make_pair(def->model, def->function);
+    return std::nullopt;
+  }
+  int fn = m.function_at(start_byte(call_node));
+  while (fn >= 0 && m.functions()[fn].cls < 0) fn = m.functions()[fn].parent;
+  if (fn < 0) return std::nullopt;
+  const Class& cls = m.classes()[m.functions()[fn].cls];
+  std::optional<std::pair<const Model*, const Function*>> found;
+  for_each_named_child(field(cls.node, "superclasses"), [&](TSNode base) {
+    if (found || kind_of(base) == Kind::KeywordArgument) return;
+    auto def = m.foreign_definition(base);
+    if (!def || !def->model || def->cls < 0) return;
+    if (const Function* f = def->model->find_method(def->cls, method)) found = std::make_pair(def->model, f);
+  });
+  return found;
+}
+
 // Reads `value`: a `.detach()` / `.detach_()` call or `.data` detaches; a
-// call of a detaching function of the file detaches; a call of a plain or
-// `self.` function not defined in the file is undecided (a helper of another
-// file). Module calls, tensor methods, builtins and torch functions decide
-// nothing.
+// call of a detaching function of the file, or of another file that an
+// import names, detaches; a call of a plain or `self.` function found
+// nowhere counts as detaching (it may). Module calls, tensor methods,
+// builtins and torch functions decide nothing.
 DetachAnswer value_detaches(const Model& m, const Summaries& sums, TSNode value) {
   DetachAnswer out;
   std::vector<TSNode> work{value};
@@ -287,7 +322,13 @@ DetachAnswer value_detaches(const Model& m, const Summaries& sums, TSNode value)
           if (sums.detaches[fn]) out.detaches = true;
         } else if (callee.rfind("torch.", 0) != 0 && !(plain && one_of(simple, kBuiltins)) &&
                    !m.find_class(simple)) {
-          out.helpers.emplace(simple);
+          auto helper = foreign_helper(m, n, func, on_self, simple);
+          if (!helper || foreign_detaches(sums, *helper->first, index_of(*helper->first, helper->second))) {
+            out.detaches = true;
+          } else if (out.keeping.empty()) {
+            out.keeping = fmt::format("`{}` ({}:{})", simple, helper->first->path(),
+                                      helper->first->position(helper->second->node).line);
+          }
         }
       }
     }
@@ -495,20 +536,18 @@ bool file_defines_method(const Model& m, std::string_view name) {
   return false;
 }
 
-// What happens to state `name` inside the iteration, the feedback statement aside.
-enum class Fate { Kept, Freed, Undecided };
+// What happens to state `name` inside the iteration, the feedback statement
+// aside. `keeping` receives a helper of another file the state goes through
+// that does not detach it (for the message).
+enum class Fate { Kept, Freed };
 
 Fate fate_in_iteration(const Model& m, const Summaries& sums, std::string_view name, const Iteration& it,
-                       TSNode feedback, const std::vector<std::string>& results, std::set<std::string>& helpers) {
+                       TSNode feedback, const std::vector<std::string>& results, std::string& keeping) {
   if (started_afresh(m, name, it, results)) return Fate::Freed;
-  bool undecided = false;
   auto weigh = [&](TSNode value) {
     DetachAnswer a = value_detaches(m, sums, value);
     if (a.detaches) return true;
-    if (!a.helpers.empty()) {
-      undecided = true;
-      helpers.insert(a.helpers.begin(), a.helpers.end());
-    }
+    if (keeping.empty()) keeping = a.keeping;
     return false;
   };
   for (const Binding* b : m.bindings_of(name, it.function)) {
@@ -536,9 +575,18 @@ Fate fate_in_iteration(const Model& m, const Summaries& sums, std::string_view n
     // `self.reset_hidden()` for an attribute the method rebinds.
     int callee = callee_function(m, c);
     if (name.rfind("self.", 0) == 0 && callee >= 0 && !m.bindings_of(name, callee).empty()) return Fate::Freed;
+    // The same for a method inherited from a base class of another file.
+    if (name.rfind("self.", 0) == 0 && callee < 0 && !is_null(c.receiver) && m.text(c.receiver) == "self") {
+      if (auto helper = foreign_helper(m, c.node, c.func, true, c.method)) {
+        const Function& f = *helper->second;
+        if (!f.params.empty() &&
+            !helper->first->bindings_of(f.params[0] + std::string(name.substr(4)), index_of(*helper->first, &f)).empty())
+          return Fate::Freed;
+      }
+    }
     if (m.mentions(c.args, name) && weigh(c.node)) return Fate::Freed;
   }
-  return undecided ? Fate::Undecided : Fate::Kept;
+  return Fate::Kept;
 }
 
 // --- the fix ---
@@ -681,21 +729,6 @@ std::string message(const std::string& call, const std::string& where, const std
 
 class HiddenStateNotDetached final : public Check {
  public:
-  // Every function of the file, and whether it detaches what it handles:
-  // `h = repackage_hidden(h)` in another file reads it.
-  void collect(CheckContext& ctx) const override {
-    const Model& m = ctx.model();
-    Summaries sums = summarize(m, false);
-    // Names already recorded, by answer: views into the model's functions.
-    std::unordered_set<std::string_view> seen[2];
-    for (size_t f = 0; f < m.functions().size(); ++f) {
-      const Function& fn = m.functions()[f];
-      bool detaches = sums.detaches[f];
-      if (!seen[detaches ? 1 : 0].insert(fn.name).second) continue;
-      ctx.fact(std::string(kDetachFact), fn.name, fn.node, {detaches ? "yes" : "no"});
-    }
-  }
-
   void check(CheckContext& ctx) const override {
     const Model& m = ctx.model();
     std::optional<Summaries> sums;
@@ -716,25 +749,19 @@ class HiddenStateNotDetached final : public Check {
       Forward forward = forward_returns(m, *sums, c);
       if (forward == Forward::Detaches) continue;
       std::vector<FedState> kept;
-      std::vector<std::pair<FedState, std::set<std::string>>> undecided;
+      std::string keeping;  // a helper of another file the states go through without being detached
       for (const FedState& s : states) {
         if (!carried_into(m, s.name, *it)) continue;
         // A state taken from a field of what the module returned
         // (`outputs.memory`) is only known to keep its history when the file
         // shows the forward that builds it.
         if (s.derived && forward == Forward::Unknown) continue;
-        std::set<std::string> helpers;
-        switch (fate_in_iteration(m, *sums, s.name, *it, assignment, results, helpers)) {
-          case Fate::Kept: kept.push_back(s); break;
-          case Fate::Undecided: undecided.emplace_back(s, std::move(helpers)); break;
-          case Fate::Freed: break;
-        }
+        if (fate_in_iteration(m, *sums, s.name, *it, assignment, results, keeping) == Fate::Kept) kept.push_back(s);
       }
-      if (!kept.empty()) {
-        ctx.report(diagnostic(ctx, c, assignment, *it, kept));
-      } else if (!undecided.empty()) {
-        defer(ctx, c, assignment, *it, std::move(undecided));
-      }
+      if (kept.empty()) continue;
+      Diagnostic d = diagnostic(ctx, c, assignment, *it, kept);
+      if (!keeping.empty()) d.message += fmt::format("; {} does not detach it", keeping);
+      ctx.report(std::move(d));
     }
   }
 
@@ -854,45 +881,6 @@ class HiddenStateNotDetached final : public Check {
         d.fix = Fix{fmt::format("Insert `{}` at the top of the loop", statement), FixSafety::Unsafe, std::move(edits)};
     }
     return d;
-  }
-
-  // States rebound only through helpers this file does not define: each is
-  // kept when every analyzed definition of its helpers is known and none
-  // detaches; a helper defined nowhere counts as detaching.
-  static void defer(CheckContext& ctx, const Call& c, TSNode assignment, const Iteration& it,
-                    std::vector<std::pair<FedState, std::set<std::string>>> undecided) {
-    const Model& m = ctx.model();
-    std::vector<FedState> all;
-    for (const auto& u : undecided) all.push_back(u.first);
-    Diagnostic d = diagnostic(ctx, c, assignment, it, all);
-    std::string call_text = code_snippet(m, c.node);
-    std::string at = where(m, it);
-    ctx.defer(std::move(d), [undecided = std::move(undecided), call_text, at](const ProjectIndex& index, Diagnostic& diag) {
-      std::vector<FedState> kept;
-      std::string helper;  // the helper that keeps the history, for the message
-      for (const auto& [state, helpers] : undecided) {
-        bool known_keeping = true;
-        std::string seen;
-        for (const std::string& h : helpers) {
-          std::vector<const Fact*> facts = index.find(kDetachFact, h);
-          if (facts.empty()) known_keeping = false;
-          for (const Fact* f : facts) {
-            if (!f->values.empty() && f->values.front() == "yes") known_keeping = false;
-            if (seen.empty()) seen = fmt::format("`{}` ({}:{})", h, f->file, f->line);
-          }
-        }
-        if (!known_keeping) continue;
-        kept.push_back(state);
-        if (helper.empty()) helper = seen;
-      }
-      if (kept.empty()) return false;
-      if (kept.size() != undecided.size()) {
-        diag.message = message(call_text, at, kept);
-        diag.fix.reset();
-      }
-      if (!helper.empty()) diag.message += fmt::format("; {} does not detach it", helper);
-      return true;
-    });
   }
 };
 
