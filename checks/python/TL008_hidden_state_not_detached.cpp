@@ -756,7 +756,10 @@ class HiddenStateNotDetached final : public Check {
         // (`outputs.memory`) is only known to keep its history when the file
         // shows the forward that builds it.
         if (s.derived && forward == Forward::Unknown) continue;
-        if (fate_in_iteration(m, *sums, s.name, *it, assignment, results, keeping) == Fate::Kept) kept.push_back(s);
+        std::string through;  // this state's helper, named only when the state is kept
+        if (fate_in_iteration(m, *sums, s.name, *it, assignment, results, through) != Fate::Kept) continue;
+        kept.push_back(s);
+        if (keeping.empty()) keeping = std::move(through);
       }
       if (kept.empty()) continue;
       Diagnostic d = diagnostic(ctx, c, assignment, *it, kept);

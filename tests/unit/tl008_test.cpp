@@ -1,0 +1,112 @@
+// TL008 hidden-state-not-detached: what the fixture runner does not assert,
+// the message naming a helper of another file that keeps the history.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/engine.h"
+
+using namespace torchleak;
+namespace fs = std::filesystem;
+
+namespace {
+
+class TL008Project : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    previous_ = fs::current_path();
+    std::string tmpl = (fs::temp_directory_path() / "torchleak-tl008-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+    fs::current_path(root_);
+  }
+  void TearDown() override {
+    fs::current_path(previous_);
+    fs::remove_all(root_);
+  }
+  RunResult run(const std::vector<SourceFile>& files) {
+    for (const SourceFile& f : files) std::ofstream(f.path) << f.text;
+    Config c;
+    c.select = {"TL008"};
+    return run_sources(files, c);
+  }
+  fs::path previous_, root_;
+};
+
+const char* kHelpers = R"(def move(state, device):
+    return state.to(device)
+
+
+def cut(state):
+    return state.detach()
+)";
+
+// A state kept through a helper of another file: the message says which,
+// where it is defined.
+TEST_F(TL008Project, TheMessageNamesTheHelperThatKeepsTheHistory) {
+  const char* train = R"(from helpers import move, cut
+
+
+def train(model, loader, optimizer, device):
+    h = model.init_state()
+    for x, y in loader:
+        h = move(h, device)
+        out, h = model(x, h)
+        out.sum().backward()
+        optimizer.step()
+)";
+  RunResult r = run({{"helpers.py", kHelpers}, {"train.py", train}});
+  ASSERT_EQ(r.diagnostics.size(), 1u);
+  const Diagnostic& d = r.diagnostics[0];
+  EXPECT_EQ(d.rule_id, "TL008");
+  EXPECT_EQ(d.start.line, 8u);
+  const std::string suffix = "; `move` (helpers.py:1) does not detach it";
+  ASSERT_GE(d.message.size(), suffix.size());
+  EXPECT_EQ(d.message.substr(d.message.size() - suffix.size()), suffix) << d.message;
+}
+
+// Two states: `c` goes through that helper and is then detached, `h` is
+// kept without any helper. Only `h` is reported, and no helper is named.
+TEST_F(TL008Project, AFreedStateLendsNoHelperToTheMessage) {
+  const char* train = R"(from helpers import move, cut
+
+
+def train(model, loader, optimizer, device):
+    h, c = model.init_state()
+    for x, y in loader:
+        c = move(c, device)
+        c = cut(c)
+        out, h, c = model(x, h, c)
+        out.sum().backward()
+        optimizer.step()
+)";
+  RunResult r = run({{"helpers.py", kHelpers}, {"train.py", train}});
+  ASSERT_EQ(r.diagnostics.size(), 1u);
+  const Diagnostic& d = r.diagnostics[0];
+  EXPECT_EQ(d.start.line, 9u);
+  EXPECT_NE(d.message.find("recurrent state `h` is fed back"), std::string::npos) << d.message;
+  EXPECT_EQ(d.message.find("`c`"), std::string::npos) << d.message;
+  EXPECT_EQ(d.message.find("does not detach it"), std::string::npos) << d.message;
+}
+
+// The helper `cut` first, then `move` on the same state: it is detached.
+TEST_F(TL008Project, AHelperOfAnotherFileThatDetachesFreesTheState) {
+  const char* train = R"(from helpers import move, cut
+
+
+def train(model, loader, optimizer, device):
+    h = model.init_state()
+    for x, y in loader:
+        h = move(cut(h), device)
+        out, h = model(x, h)
+        out.sum().backward()
+        optimizer.step()
+)";
+  EXPECT_TRUE(run({{"helpers.py", kHelpers}, {"train.py", train}}).diagnostics.empty());
+}
+
+}  // namespace
