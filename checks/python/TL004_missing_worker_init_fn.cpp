@@ -124,7 +124,6 @@ struct Target {
 };
 
 int index_of(const Model& m, const Function* f) { return f ? static_cast<int>(f - m.functions().data()) : -1; }
-int index_of(const Model& m, const Class* c) { return c ? static_cast<int>(c - m.classes().data()) : -1; }
 
 // The class an expression names in `m`: a module-level class of the file,
 // or one that an import names in another file of the project.
@@ -133,12 +132,26 @@ ClassRef resolve_class(const Model& m, TSNode expr) {
   if (auto def = m.imported_definition(expr); def && def->cls >= 0) return {def->model, def->cls};
   if (kind_of(expr) != Kind::Identifier) return {};
   std::string_view name = m.text(expr);
-  const Class* c = m.find_class(name);
-  if (!c || c->function >= 0) return {};
-  if (const Binding* b = m.reaching(name, start_byte(expr), m.function_at(start_byte(expr)));
-      b && b->kind == BindingKind::Import)
+  int scope = m.function_at(start_byte(expr));
+  if (const Binding* b = m.reaching(name, start_byte(expr), scope); b && b->kind == BindingKind::Import)
     return {};  // an import of something the project does not define
-  return {&m, index_of(m, c)};
+  // The class of that name defined in the innermost function around the
+  // use (a dataset class defined in `main()`), else at module level.
+  int best = -1, best_depth = -1;
+  for (size_t i = 0; i < m.classes().size(); ++i) {
+    const Class& c = m.classes()[i];
+    if (c.name != name) continue;
+    int depth = 0;
+    bool encloses = c.function < 0;
+    for (int f = scope; f >= 0 && !encloses; f = m.functions()[f].parent, ++depth) encloses = f == c.function;
+    if (!encloses) continue;
+    int rank = c.function < 0 ? 0 : 1000 - depth;
+    if (rank > best_depth) {
+      best = static_cast<int>(i);
+      best_depth = rank;
+    }
+  }
+  return best < 0 ? ClassRef{} : ClassRef{&m, best};
 }
 
 // What an imported name (or `module.NAME`) stands for in another file.
@@ -724,14 +737,20 @@ class FunctionReads {
         recorded_.erase(name);
         TSNode named = n;
         if (kind_of(parent) == Kind::Attribute && start_byte(parent) == start_byte(n)) named = parent;
-        if (auto t = imported_target(m_, named)) out_.refs.push_back(*t);
-        else if (auto u = imported_target(m_, n); u && named.id != n.id) out_.refs.push_back(*u);
+        if (auto t = imported_target(m_, named)) add(*t);
+        else if (auto u = imported_target(m_, n); u && named.id != n.id) add(*u);
         return;
       }
-      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) out_.refs.push_back({&m_, -1, b});
+      if (b->kind == BindingKind::Assign || b->kind == BindingKind::NamedExpr) add({&m_, -1, b});
       return;
     }
-    out_.refs.push_back({&m_, index_of(m_, f), nullptr});
+    add({&m_, index_of(m_, f), nullptr});
+  }
+
+  // Each target once: an imported module's attributes are read again and again (`cfg.SIZE`).
+  void add(const Target& t) {
+    auto same = [&](const Target& o) { return o.m == t.m && o.function == t.function && o.global == t.global; };
+    if (std::none_of(out_.refs.begin(), out_.refs.end(), same)) out_.refs.push_back(t);
   }
 
   // Bound in the function holding the use or in one enclosing it, up to
@@ -1039,14 +1058,15 @@ class Resolver {
   // A module-level or imported name read by a worker: a helper function to
   // follow, or a variable holding a generator or an object.
   void reference(const Target& t, std::vector<Work>& work, Visited& visited, const std::string& via) {
-    if (!t.m || ++references_ > 256) return;
+    if (!t.m) return;
     if (t.function >= 0) {
       FunctionRef f{t.m, t.function};
-      if (visited.functions.insert(f).second) work.push_back({f, {}});
+      if (visited.functions.insert(f).second && ++references_ <= 256) work.push_back({f, {}});
       return;
     }
     const Binding* g = t.global;
     if (!g || g->element >= 0 || is_null(g->value) || !visited.globals.insert({t.m, g}).second) return;
+    if (++references_ > 256) return;
     const std::string& name = g->name;
     std::string path = t.m == &site_ ? name : module_stem(t.m->path()) + "." + name;
     std::vector<ValueRef> refs;

@@ -307,13 +307,27 @@ DetachAnswer value_detaches(const Model& m, const Summaries& sums, TSNode value)
       bool plain = kind_of(func) == Kind::Identifier;
       bool on_self = !is_null(receiver) && m.text(receiver) == "self";
       // `utils.repackage_hidden(h)`: a function reached through an imported module.
-      bool through_module = !is_null(receiver) && kind_of(receiver) == Kind::Identifier &&
-                            m.resolve_alias(m.text(receiver)) != m.text(receiver);
+      bool through_module = false;
+      if (!is_null(receiver) && kind_of(receiver) == Kind::Identifier) {
+        const Binding* b = m.reaching(m.text(receiver), start_byte(receiver), m.function_at(start_byte(receiver)));
+        through_module = (b && b->kind == BindingKind::Import) || m.resolve_alias(m.text(receiver)) != m.text(receiver);
+      }
       if ((plain || on_self || through_module) && !m.is_module_instance(func)) {
         std::string callee = m.qualify(func);
         std::string_view simple = plain ? m.text(func) : method;
         int fn = -1;
-        if (plain) fn = index_of(m, m.find_function(simple));
+        if (plain) {
+          // A function nested in one around the call (`def to_dev(s): ...` in
+          // `train`), else a module-level one.
+          int scope = m.function_at(start_byte(n));
+          for (size_t f = 0; f < m.functions().size() && fn < 0; ++f) {
+            const Function& def = m.functions()[f];
+            if (def.name != simple || def.parent < 0) continue;
+            for (int s = scope; s >= 0 && fn < 0; s = m.functions()[s].parent)
+              if (s == def.parent) fn = static_cast<int>(f);
+          }
+          if (fn < 0) fn = index_of(m, m.find_function(simple));
+        }
         if (on_self) {
           for (int f = m.function_at(start_byte(n)); f >= 0 && fn < 0; f = m.functions()[f].parent)
             if (m.functions()[f].cls >= 0) fn = index_of(m, m.find_method(m.functions()[f].cls, simple));

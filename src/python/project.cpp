@@ -114,6 +114,13 @@ std::list<Kept>& kept() {
   return k;
 }
 
+// Models of files that changed during a file's analysis: the analysis may
+// still hold pointers into them, so they go only between two files.
+std::list<Kept>& retired() {
+  thread_local std::list<Kept> r;
+  return r;
+}
+
 struct Located {
   std::string file;
   Looked looked;
@@ -229,7 +236,7 @@ const Model* foreign_model(const std::string& path, const Config& config) {
       note_file_read(path, stamp, &list.front().text);
       return list.front().model.get();
     }
-    list.erase(it);
+    retired().splice(retired().end(), list, it);
     break;
   }
   Kept k;
@@ -262,6 +269,7 @@ void begin_file_analysis() {
   // Evicted only here, between two files: during a file's analysis its
   // values may point into any model it has used.
   while (list.size() > kMaxKept) list.pop_back();
+  retired().clear();
   auto now = std::chrono::steady_clock::now();
   // The answers are keyed by paths as the analysis names them, relative to
   // the working directory: one that moved makes them someone else's.
