@@ -3,46 +3,18 @@
 // resolution that decides which class a DataLoader's dataset is.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
 #include "core/engine.h"
+#include "disk_project.h"
 
 using namespace torchleak;
-namespace fs = std::filesystem;
 
 namespace {
 
-// The files of a project on disk, in a directory made the working directory
-// for the test: the engine reads another file of the project from disk when
-// an import names it.
-class TL004Project : public ::testing::Test {
- protected:
-  void SetUp() override {
-    previous_ = fs::current_path();
-    std::string tmpl = (fs::temp_directory_path() / "torchleak-tl004-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-    fs::current_path(root_);
-  }
-  void TearDown() override {
-    fs::current_path(previous_);
-    fs::remove_all(root_);
-  }
-  // Writes the files (relative paths) and analyzes them as a project.
-  RunResult run(const std::vector<SourceFile>& files, const Config& config) {
-    for (const SourceFile& f : files) {
-      fs::create_directories(fs::path(f.path).parent_path().empty() ? fs::path(".") : fs::path(f.path).parent_path());
-      std::ofstream(f.path) << f.text;
-    }
-    return run_sources(files, config);
-  }
-  fs::path previous_, root_;
-};
+using TL004Project = torchleak::testing::DiskProject;
 
 using Finding = std::tuple<std::string, std::string, uint32_t, uint32_t>;  // path, rule, line, 1-based column
 

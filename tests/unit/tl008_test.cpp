@@ -2,39 +2,23 @@
 // the message naming a helper of another file that keeps the history.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/engine.h"
+#include "disk_project.h"
 
 using namespace torchleak;
-namespace fs = std::filesystem;
 
 namespace {
 
-class TL008Project : public ::testing::Test {
+class TL008Project : public torchleak::testing::DiskProject {
  protected:
-  void SetUp() override {
-    previous_ = fs::current_path();
-    std::string tmpl = (fs::temp_directory_path() / "torchleak-tl008-XXXXXX").string();
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-    fs::current_path(root_);
-  }
-  void TearDown() override {
-    fs::current_path(previous_);
-    fs::remove_all(root_);
-  }
   RunResult run(const std::vector<SourceFile>& files) {
-    for (const SourceFile& f : files) std::ofstream(f.path) << f.text;
     Config c;
     c.select = {"TL008"};
-    return run_sources(files, c);
+    return DiskProject::run(files, c);
   }
-  fs::path previous_, root_;
 };
 
 const char* kHelpers = R"(def move(state, device):
